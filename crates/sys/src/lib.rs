@@ -1,0 +1,105 @@
+//! Linux system interfaces for xrunlab: real-time scheduling setup, per-thread telemetry, CPU
+//! topology and frequency, energy, and run provenance. No function here runs on the audio path
+//! except [`sched::current_cpu`]; the rest is called at thread start or by non-real-time threads.
+//!
+//! Everything that reads procfs or sysfs takes its mount point as a parameter
+//! ([`DEFAULT_PROC_ROOT`], [`DEFAULT_SYS_ROOT`] on a live system), so the parsers are tested
+//! against fixture trees as well as the machine they run on. Whatever the kernel answers — a
+//! refusal, a missing file, a line that does not parse — becomes a value ([`Outcome`],
+//! `Option`, `Err`), never a panic.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod cpu;
+pub mod energy;
+pub mod outcome;
+pub mod procfs;
+pub mod provenance;
+pub mod sched;
+
+pub use cpu::{
+    cpu_infos, format_cpu_list, governor_summary, online_cpus, parse_cpu_list, read_cur_freqs_khz,
+    CpuInfo,
+};
+pub use energy::{PowerMeter, PowerSample, RaplMeter, DEFAULT_WATTS_PER_BUSY_CORE};
+pub use outcome::Outcome;
+pub use procfs::{read_thread_stat, ThreadStat};
+pub use provenance::{now_rfc3339, Provenance};
+pub use sched::{
+    apply_to_current_thread, current_cpu, gettid, hold_cpu_dma_latency, lock_memory,
+    online_cpu_count, DeadlineParams, PmQosGuard, RtPolicy, RtRequest, ThreadSchedReport,
+};
+
+use std::path::Path;
+
+/// Where procfs is mounted on a live system; pass a fixture directory instead in tests.
+pub const DEFAULT_PROC_ROOT: &str = "/proc";
+/// Where sysfs is mounted on a live system; pass a fixture directory instead in tests.
+pub const DEFAULT_SYS_ROOT: &str = "/sys";
+
+/// [`DEFAULT_PROC_ROOT`] as a `Path`.
+pub fn default_proc_root() -> &'static Path {
+    Path::new(DEFAULT_PROC_ROOT)
+}
+
+/// [`DEFAULT_SYS_ROOT`] as a `Path`.
+pub fn default_sys_root() -> &'static Path {
+    Path::new(DEFAULT_SYS_ROOT)
+}
+
+/// Reads a small sysfs/procfs attribute and trims the trailing newline; `None` when it is
+/// missing or unreadable, because absent attributes are normal (no cpufreq, no RAPL).
+pub(crate) fn read_trimmed(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// Like [`read_trimmed`], parsed; a value that does not parse is treated as absent.
+pub(crate) fn read_parsed<T: std::str::FromStr>(path: &Path) -> Option<T> {
+    read_trimmed(path)?.parse().ok()
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    //! Fixture trees for tests: a unique directory under the system temp dir, removed on drop.
+
+    use std::path::{Path, PathBuf};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+    pub struct Fixture {
+        root: PathBuf,
+    }
+
+    impl Fixture {
+        pub fn new(name: &str) -> Fixture {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let root = std::env::temp_dir().join(format!(
+                "xrunlab-sys-{name}-{}-{n}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&root);
+            std::fs::create_dir_all(&root).unwrap();
+            Fixture { root }
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.root
+        }
+
+        pub fn write(&self, rel: &str, contents: &str) -> &Fixture {
+            let p = self.root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, contents).unwrap();
+            self
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
