@@ -76,10 +76,8 @@ pub(crate) mod testutil {
     impl Fixture {
         pub fn new(name: &str) -> Fixture {
             let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let root = std::env::temp_dir().join(format!(
-                "xrunlab-sys-{name}-{}-{n}",
-                std::process::id()
-            ));
+            let root =
+                std::env::temp_dir().join(format!("xrunlab-sys-{name}-{}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&root);
             std::fs::create_dir_all(&root).unwrap();
             Fixture { root }
