@@ -8,10 +8,12 @@
 //! before audio starts.
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod bank;
 mod chord;
 pub mod kernel;
+pub mod measure;
 mod rng;
 
 pub use bank::{PartialBank, PartialsMut};

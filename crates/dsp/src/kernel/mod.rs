@@ -42,27 +42,55 @@ pub struct RenderStats {
     pub computed: u32,
 }
 
+/// Frames one kernel pass renders at most. [`render`] splits longer buffers
+/// into passes of this size; whether a partial is silent is decided once per
+/// pass, identically in both kernels.
+pub const MAX_PASS_FRAMES: usize = 256;
+
 /// Adds `partials`, smoothed toward their targets with `coeff`, into `out_l`
 /// and `out_r` over `min(out_l.len(), out_r.len())` frames. Silent partials
-/// (current and target amplitude below [`crate::SILENCE_THRESHOLD`]) are skipped
-/// and keep their phase. Real-time safe.
+/// (current and target amplitude below [`crate::SILENCE_THRESHOLD`], decided
+/// at the start of each pass of at most [`MAX_PASS_FRAMES`] frames) are
+/// skipped and keep their phase. A non-finite amplitude or target counts as 0,
+/// so bad data silences its partial instead of poisoning the mix. With no
+/// frames nothing is computed. Real-time safe.
 pub fn render(
     kernel: Kernel,
-    partials: PartialsMut<'_>,
+    mut partials: PartialsMut<'_>,
     coeff: f32,
     out_l: &mut [f32],
     out_r: &mut [f32],
 ) -> RenderStats {
-    let frames = out_l.len().min(out_r.len());
-    let (out_l, out_r) = (&mut out_l[..frames], &mut out_r[..frames]);
-    match kernel {
-        Kernel::Reference => reference::render(partials, coeff, out_l, out_r),
-        Kernel::Fast => fast::render(partials, coeff, out_l, out_r),
+    let mut stats = RenderStats::default();
+    for (l, r) in out_l
+        .chunks_mut(MAX_PASS_FRAMES)
+        .zip(out_r.chunks_mut(MAX_PASS_FRAMES))
+    {
+        let frames = l.len().min(r.len());
+        let (l, r) = (&mut l[..frames], &mut r[..frames]);
+        let pass = match kernel {
+            Kernel::Reference => reference::render(&mut partials, coeff, l, r),
+            Kernel::Fast => fast::render(&mut partials, coeff, l, r),
+        };
+        // The set of computed partials only shrinks within a call (targets
+        // do not change), so the first pass holds the largest count.
+        stats.computed = stats.computed.max(pass.computed);
     }
+    stats
 }
 
 /// Radians per unit of 32-bit fixed-point phase, read as signed (`-pi..pi`).
 pub(crate) const RAD_PER_PHASE_UNIT: f32 = std::f32::consts::PI / 2_147_483_648.0;
+
+/// Bad amplitudes (NaN, infinite) read as 0.
+#[inline(always)]
+pub(crate) fn sanitize(x: f32) -> f32 {
+    if x.is_finite() {
+        x
+    } else {
+        0.0
+    }
+}
 
 #[inline(always)]
 pub(crate) fn is_silent(amp: f32, target: f32) -> bool {

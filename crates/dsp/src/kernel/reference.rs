@@ -1,10 +1,10 @@
 //! The reference kernel: one scalar `sinf` per sample per partial, as AudioPerfLab computes it; runs on audio threads.
 
-use super::{is_silent, RenderStats, RAD_PER_PHASE_UNIT};
+use super::{is_silent, sanitize, RenderStats, RAD_PER_PHASE_UNIT};
 use crate::PartialsMut;
 
 pub(super) fn render(
-    p: PartialsMut<'_>,
+    p: &mut PartialsMut<'_>,
     coeff: f32,
     out_l: &mut [f32],
     out_r: &mut [f32],
@@ -12,8 +12,9 @@ pub(super) fn render(
     let n = p.len();
     let mut computed = 0;
     for i in 0..n {
-        let (target, gl, gr, inc) = (p.target[i], p.gain_l[i], p.gain_r[i], p.inc[i]);
-        let mut amp = p.amp[i];
+        let (gl, gr, inc) = (p.gain_l[i], p.gain_r[i], p.inc[i]);
+        let target = sanitize(p.target[i]);
+        let mut amp = sanitize(p.amp[i]);
         if is_silent(amp, target) {
             continue;
         }
