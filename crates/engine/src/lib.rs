@@ -1,1 +1,18 @@
-//! placeholder
+//! xrunlab-engine: AudioPerfLab's render cycle on Linux — driver and processing threads, workarounds, devices, and per-buffer measurements; see each module for the thread that runs it.
+//!
+//! The real-time path lives in [`rt`] and nowhere else; its rules are written at its top.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod busy;
+pub mod config;
+pub mod device;
+pub mod engine;
+pub mod report;
+pub mod rt;
+
+pub use config::{BusyConfig, ConfigError, DriverMode, EngineConfig, Preset, RtConfig};
+pub use device::{Device, DeviceError, DeviceInfo, DeviceSignals};
+pub use engine::{Applied, Engine, EngineError, ProcessRt, ThreadInfo};
+pub use report::{BufferReport, ThreadReport, ThreadRole};
+pub use rt::driver::{Cycle, CycleOutcome, Renderer};

@@ -1,0 +1,413 @@
+//! The engine's settings: ranges, validation, presets, and which changes apply live; used on control threads only.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use xrunlab_dsp::{Chord, Kernel};
+use xrunlab_sys::sched::RtPolicy;
+
+/// Sample rates the engine accepts.
+pub const SAMPLE_RATE_RANGE: (u32, u32) = (8_000, 384_000);
+/// Buffer sizes the engine accepts, in frames; scratch buffers are sized for the maximum.
+pub const BUFFER_FRAMES_RANGE: (u32, u32) = (16, 8_192);
+/// Processing threads the engine accepts.
+pub const THREADS_RANGE: (usize, usize) = (1, 64);
+/// Busy threads (AudioPerfLab's range).
+pub const BUSY_COUNT_RANGE: (u32, u32) = (0, 4);
+/// Busy thread period in milliseconds (AudioPerfLab's range).
+pub const BUSY_PERIOD_MS_RANGE: (u32, u32) = (5, 100);
+/// Partials per work chunk.
+pub const CHUNK_SIZE_RANGE: (usize, usize) = (1, 65_536);
+
+/// How the driver thread takes part in the render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DriverMode {
+    /// The driver is one of the processing threads.
+    #[default]
+    ProcessesSines,
+    /// The driver only wakes workers, waits and mixes: one more real-time thread.
+    WaitsForWorkers,
+}
+
+impl DriverMode {
+    /// Name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            DriverMode::ProcessesSines => "processes_sines",
+            DriverMode::WaitsForWorkers => "waits_for_workers",
+        }
+    }
+}
+
+/// AudioPerfLab's presets; anything else reads back as [`Preset::Custom`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Preset {
+    /// 2 processing threads, driver processes sines, work interval on, no minimum load, no busy threads.
+    Standard,
+    /// "Busy thread + delegated DSP": 2 processing threads, driver waits for workers,
+    /// work interval off, no minimum load, 1 busy thread (35 ms, 50 %).
+    Optimal,
+    /// Any other combination.
+    Custom,
+}
+
+impl Preset {
+    /// Parses a preset name.
+    pub fn from_name(name: &str) -> Option<Preset> {
+        match name {
+            "standard" => Some(Preset::Standard),
+            "optimal" => Some(Preset::Optimal),
+            "custom" => Some(Preset::Custom),
+            _ => None,
+        }
+    }
+
+    /// Name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Standard => "standard",
+            Preset::Optimal => "optimal",
+            Preset::Custom => "custom",
+        }
+    }
+}
+
+/// Low-priority threads that keep the CPU out of low-frequency states.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BusyConfig {
+    /// Number of busy threads, 0..=4.
+    pub count: u32,
+    /// Length of one block-then-work loop in milliseconds, 5..=100.
+    pub period_ms: u32,
+    /// Percent of the period spent working, 0..=100.
+    pub duty_pct: f32,
+}
+
+impl Default for BusyConfig {
+    fn default() -> Self {
+        Self { count: 0, period_ms: 35, duty_pct: 50.0 }
+    }
+}
+
+/// Real-time options for the audio threads; each is reported with what took effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RtConfig {
+    /// SCHED_FIFO/RR priority 1..=99; `None` leaves the threads SCHED_OTHER.
+    pub priority: Option<u8>,
+    /// FIFO or round robin.
+    pub policy: RtPolicy,
+    /// Ask for SCHED_DEADLINE with the buffer period as period and deadline.
+    pub deadline: bool,
+    /// SCHED_DEADLINE runtime as percent of the period, 1..=100.
+    pub deadline_runtime_pct: f32,
+    /// uclamp.min value (0..=1024) requested while the work interval is on.
+    pub uclamp_min: u32,
+    /// CPUs the audio threads may run on; `None` = all.
+    pub cpus: Option<Vec<usize>>,
+    /// Pin each audio thread to one CPU of `cpus` (or of all CPUs), round robin.
+    pub pin: bool,
+    /// mlockall(MCL_CURRENT | MCL_FUTURE).
+    pub mlock: bool,
+    /// Hold /dev/cpu_dma_latency at 0 us for the run (PM QoS).
+    pub pm_qos: bool,
+}
+
+impl Default for RtConfig {
+    fn default() -> Self {
+        Self {
+            priority: Some(70),
+            policy: RtPolicy::Fifo,
+            deadline: false,
+            deadline_runtime_pct: 50.0,
+            uclamp_min: 1024,
+            cpus: None,
+            pin: false,
+            mlock: false,
+            pm_qos: false,
+        }
+    }
+}
+
+/// Every setting of the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EngineConfig {
+    /// Requested sample rate in Hz (a server device may impose its own).
+    pub sample_rate: u32,
+    /// Requested buffer size in frames (a server device may impose its own).
+    pub buffer_frames: u32,
+    /// Sustained sine count: the N lowest partials.
+    pub sines: usize,
+    /// Extra sines added for 0.25 s by a burst.
+    pub burst_sines: usize,
+    /// Oscillator kernel.
+    #[serde(with = "kernel_serde")]
+    pub kernel: Kernel,
+    /// Partials handed out per atomic claim.
+    pub chunk_size: usize,
+    /// Processing threads (including the driver when it processes sines).
+    pub threads: usize,
+    /// Driver thread mode.
+    pub driver_mode: DriverMode,
+    /// Minimum load in percent of the buffer duration, 0..=100.
+    pub min_load_pct: f32,
+    /// Busy threads.
+    pub busy: BusyConfig,
+    /// Work interval: on Linux, audio threads ask for uclamp.min (see [`RtConfig::uclamp_min`]),
+    /// the nearest hint that they serve a deadline.
+    pub work_interval: bool,
+    /// Real-time options.
+    pub rt: RtConfig,
+    /// Enable audio input (metered, not mixed).
+    pub input: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        let mut c = Self {
+            sample_rate: 48_000,
+            buffer_frames: 128,
+            sines: 18,
+            burst_sines: 1_000,
+            kernel: Kernel::Reference,
+            chunk_size: 256,
+            threads: 2,
+            driver_mode: DriverMode::ProcessesSines,
+            min_load_pct: 0.0,
+            busy: BusyConfig::default(),
+            work_interval: true,
+            rt: RtConfig::default(),
+            input: false,
+        };
+        c.apply_preset(Preset::Standard);
+        c
+    }
+}
+
+mod kernel_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use xrunlab_dsp::Kernel;
+
+    pub fn serialize<S: Serializer>(k: &Kernel, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(k.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Kernel, D::Error> {
+        let name = String::deserialize(d)?;
+        Kernel::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown kernel {name:?}: allowed are \"reference\" and \"fast\"")))
+    }
+}
+
+/// A setting outside its allowed range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigError {
+    /// The field, as named on the command line and in the API (e.g. "sines").
+    pub field: String,
+    /// The rejected value.
+    pub value: String,
+    /// What is allowed.
+    pub allowed: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid {}: {} (allowed: {})", self.field, self.value, self.allowed)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(field: &str, value: impl fmt::Display, allowed: impl Into<String>) -> ConfigError {
+    ConfigError { field: field.into(), value: value.to_string(), allowed: allowed.into() }
+}
+
+fn check_range<T: PartialOrd + fmt::Display + Copy>(field: &str, v: T, (lo, hi): (T, T)) -> Result<(), ConfigError> {
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(err(field, v, format!("{lo}..={hi}")))
+    }
+}
+
+fn check_pct(field: &str, v: f32, lo: f32) -> Result<(), ConfigError> {
+    if v.is_finite() && (lo..=100.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(err(field, v, format!("{lo}..=100 %")))
+    }
+}
+
+impl EngineConfig {
+    /// Checks every field; the first error names the field and what is allowed.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_range("sample_rate", self.sample_rate, SAMPLE_RATE_RANGE)?;
+        check_range("buffer_frames", self.buffer_frames, BUFFER_FRAMES_RANGE)?;
+        let max = Chord::max_sines(self.sample_rate);
+        let per_copy = Chord::partials_per_copy(self.sample_rate);
+        let allowed = |what: &str| {
+            format!(
+                "0..={max} {what}at {} Hz ({} chord copies; one chord is {per_copy} partials)",
+                self.sample_rate,
+                xrunlab_dsp::MAX_CHORD_COPIES
+            )
+        };
+        if self.sines > max {
+            return Err(err("sines", self.sines, allowed("")));
+        }
+        if self.burst_sines > max {
+            return Err(err("burst_sines", self.burst_sines, allowed("")));
+        }
+        if self.sines + self.burst_sines > max {
+            return Err(err("burst_sines", self.burst_sines, allowed("together with sines ")));
+        }
+        check_range("chunk_size", self.chunk_size, CHUNK_SIZE_RANGE)?;
+        check_range("threads", self.threads, THREADS_RANGE)?;
+        check_pct("min_load", self.min_load_pct, 0.0)?;
+        check_range("busy_threads", self.busy.count, BUSY_COUNT_RANGE)?;
+        check_range("busy_period_ms", self.busy.period_ms, BUSY_PERIOD_MS_RANGE)?;
+        check_pct("busy_duty", self.busy.duty_pct, 0.0)?;
+        if let Some(p) = self.rt.priority {
+            check_range("priority", p, (1, 99))?;
+        }
+        if self.rt.deadline {
+            check_pct("deadline_runtime", self.rt.deadline_runtime_pct, 1.0)?;
+        }
+        check_range("uclamp_min", self.rt.uclamp_min, (0, 1024))?;
+        if let Some(cpus) = &self.rt.cpus {
+            if cpus.is_empty() {
+                return Err(err("cpus", "(empty)", "a CPU list such as 0-3,6"));
+            }
+            if let Some(bad) = cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
+                return Err(err("cpus", bad, format!("CPU numbers 0..={}", libc::CPU_SETSIZE - 1)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the preset's fields; [`Preset::Custom`] changes nothing.
+    pub fn apply_preset(&mut self, preset: Preset) {
+        match preset {
+            Preset::Standard => {
+                self.threads = 2;
+                self.driver_mode = DriverMode::ProcessesSines;
+                self.work_interval = true;
+                self.min_load_pct = 0.0;
+                self.busy.count = 0;
+            }
+            Preset::Optimal => {
+                self.threads = 2;
+                self.driver_mode = DriverMode::WaitsForWorkers;
+                self.work_interval = false;
+                self.min_load_pct = 0.0;
+                self.busy = BusyConfig { count: 1, period_ms: 35, duty_pct: 50.0 };
+            }
+            Preset::Custom => {}
+        }
+    }
+
+    /// Which preset the settings match; anything else is [`Preset::Custom`].
+    pub fn preset(&self) -> Preset {
+        let common = self.threads == 2 && self.min_load_pct == 0.0;
+        if common && self.driver_mode == DriverMode::ProcessesSines && self.work_interval && self.busy.count == 0 {
+            Preset::Standard
+        } else if common
+            && self.driver_mode == DriverMode::WaitsForWorkers
+            && !self.work_interval
+            && self.busy == (BusyConfig { count: 1, period_ms: 35, duty_pct: 50.0 })
+        {
+            Preset::Optimal
+        } else {
+            Preset::Custom
+        }
+    }
+
+    /// Real-time threads the engine runs: processing threads, plus the driver when it only waits.
+    pub fn realtime_threads(&self) -> usize {
+        match self.driver_mode {
+            DriverMode::ProcessesSines => self.threads,
+            DriverMode::WaitsForWorkers => self.threads + 1,
+        }
+    }
+
+    /// Worker threads the engine spawns (the driver thread belongs to the device).
+    pub fn worker_threads(&self) -> usize {
+        match self.driver_mode {
+            DriverMode::ProcessesSines => self.threads - 1,
+            DriverMode::WaitsForWorkers => self.threads,
+        }
+    }
+
+    /// Whether going from `self` to `new` needs audio restarted; everything else applies live.
+    pub fn needs_restart(&self, new: &EngineConfig) -> bool {
+        self.sample_rate != new.sample_rate
+            || self.buffer_frames != new.buffer_frames
+            || self.threads != new.threads
+            || self.driver_mode != new.driver_mode
+            || self.work_interval != new.work_interval
+            || self.rt != new.rt
+            || self.input != new.input
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_map_to_settings_and_back() {
+        let mut c = EngineConfig::default();
+        assert_eq!(c.preset(), Preset::Standard);
+        c.apply_preset(Preset::Optimal);
+        assert_eq!(c.preset(), Preset::Optimal);
+        assert_eq!((c.threads, c.driver_mode, c.work_interval), (2, DriverMode::WaitsForWorkers, false));
+        assert_eq!(c.busy, BusyConfig { count: 1, period_ms: 35, duty_pct: 50.0 });
+        assert_eq!(c.realtime_threads(), 3);
+        c.busy.duty_pct = 60.0;
+        assert_eq!(c.preset(), Preset::Custom);
+        c.apply_preset(Preset::Standard);
+        assert_eq!(c.preset(), Preset::Standard);
+        assert_eq!((c.threads, c.driver_mode, c.work_interval, c.busy.count), (2, DriverMode::ProcessesSines, true, 0));
+        c.min_load_pct = 10.0;
+        assert_eq!(c.preset(), Preset::Custom);
+        c.apply_preset(Preset::Custom);
+        assert_eq!(c.min_load_pct, 10.0, "custom changes nothing");
+    }
+
+    #[test]
+    fn validation_names_field_and_range() {
+        let ok = EngineConfig::default();
+        ok.validate().unwrap();
+        let cases: Vec<(Box<dyn Fn(&mut EngineConfig)>, &str, &str)> = vec![
+            (Box::new(|c| c.sample_rate = 7_999), "sample_rate", "8000..=384000"),
+            (Box::new(|c| c.buffer_frames = 8_193), "buffer_frames", "16..=8192"),
+            (Box::new(|c| c.threads = 0), "threads", "1..=64"),
+            (Box::new(|c| c.threads = 65), "threads", "1..=64"),
+            (Box::new(|c| c.min_load_pct = 101.0), "min_load", "0..=100"),
+            (Box::new(|c| c.min_load_pct = f32::NAN), "min_load", "0..=100"),
+            (Box::new(|c| c.busy.count = 5), "busy_threads", "0..=4"),
+            (Box::new(|c| c.busy.period_ms = 4), "busy_period_ms", "5..=100"),
+            (Box::new(|c| c.sines = usize::MAX), "sines", "at 48000 Hz"),
+        ];
+        for (mutate, field, allowed) in cases {
+            let mut c = ok.clone();
+            mutate(&mut c);
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.field, field);
+            assert!(e.allowed.contains(allowed), "{e}");
+        }
+    }
+
+    #[test]
+    fn live_and_restart_changes_are_told_apart() {
+        let a = EngineConfig::default();
+        let mut b = a.clone();
+        b.sines = 500;
+        b.min_load_pct = 30.0;
+        b.busy.count = 2;
+        assert!(!a.needs_restart(&b));
+        b.threads = 3;
+        assert!(a.needs_restart(&b));
+    }
+}

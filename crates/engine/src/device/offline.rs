@@ -1,0 +1,115 @@
+//! The offline device: renders as fast as possible into a 32-bit float stereo WAV file; its own (non-real-time) render thread is the driver thread.
+
+use super::{Device, DeviceError, DeviceInfo, DeviceSignals};
+use crate::rt::clock::now_ns;
+use crate::rt::driver::{Cycle, Renderer};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// Renders a fixed number of frames to a WAV file, then ends.
+pub struct OfflineDevice {
+    sample_rate: u32,
+    buffer_frames: u32,
+    total_frames: u64,
+    path: PathBuf,
+    running: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+impl OfflineDevice {
+    /// A device that writes `total_frames` frames to `path`.
+    pub fn new(sample_rate: u32, buffer_frames: u32, total_frames: u64, path: PathBuf) -> Self {
+        Self { sample_rate, buffer_frames, total_frames, path, running: None }
+    }
+}
+
+impl Device for OfflineDevice {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            kind: "offline".into(),
+            name: format!("offline render to {}", self.path.display()),
+            sample_rate: self.sample_rate,
+            buffer_frames: self.buffer_frames,
+            can_set_sample_rate: true,
+            can_set_buffer: true,
+            driver_thread: "xrunlab offline render thread (not real-time)".into(),
+            driver_thread_is_ours: true,
+            notes: vec!["renders as fast as possible: there are no deadlines, so no dropouts".into()],
+        }
+    }
+
+    fn configure(&mut self, sample_rate: u32, buffer_frames: u32) -> Result<DeviceInfo, DeviceError> {
+        self.sample_rate = sample_rate;
+        self.buffer_frames = buffer_frames;
+        Ok(self.info())
+    }
+
+    fn start(&mut self, mut renderer: Renderer, signals: Arc<DeviceSignals>) -> Result<(), DeviceError> {
+        let spec = hound::WavSpec {
+            channels: 2,
+            sample_rate: self.sample_rate,
+            bits_per_sample: 32,
+            sample_format: hound::SampleFormat::Float,
+        };
+        let mut writer = hound::WavWriter::create(&self.path, spec)
+            .map_err(|e| DeviceError(format!("cannot create {}: {e}", self.path.display())))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_thread = stop.clone();
+        let (frames, total, rate) = (self.buffer_frames as usize, self.total_frames, self.sample_rate);
+        let path = self.path.clone();
+        let handle = std::thread::Builder::new()
+            .name("xrl-offline".into())
+            .spawn(move || {
+                renderer.driver_thread_started(false);
+                let mut l = vec![0.0f32; frames];
+                let mut r = vec![0.0f32; frames];
+                let t0 = now_ns();
+                let mut done: u64 = 0;
+                let mut error = None;
+                while done < total && !stop_thread.load(Ordering::Acquire) {
+                    let n = (total - done).min(frames as u64) as usize;
+                    let start = t0 + done * 1_000_000_000 / u64::from(rate.max(1));
+                    renderer.render(Cycle {
+                        period_start_ns: start,
+                        deadline_ns: u64::MAX,
+                        wake_ns: now_ns(),
+                        out_l: &mut l[..n],
+                        out_r: &mut r[..n],
+                        input: None,
+                    });
+                    for (a, b) in l[..n].iter().zip(r[..n].iter()) {
+                        if let Err(e) = writer.write_sample(*a).and_then(|_| writer.write_sample(*b)) {
+                            error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                    if error.is_some() {
+                        break;
+                    }
+                    done += n as u64;
+                }
+                let finished = writer.finalize().map_err(|e| e.to_string());
+                match (error, finished) {
+                    (Some(e), _) | (None, Err(e)) => signals.fail(format!("writing {} failed: {e}", path.display())),
+                    (None, Ok(())) => signals.end(format!("rendered {done} frames to {}", path.display())),
+                }
+            })
+            .map_err(|e| DeviceError(format!("could not start the offline render thread: {e}")))?;
+        self.running = Some((stop, handle));
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        if let Some((stop, handle)) = self.running.take() {
+            stop.store(true, Ordering::Release);
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for OfflineDevice {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

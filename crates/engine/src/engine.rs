@@ -1,0 +1,448 @@
+//! The engine: builds the render cycle for a device, starts and restarts audio, applies settings, and collects records; every method runs on a control thread.
+
+use crate::busy::BusyThreads;
+use crate::config::{ConfigError, EngineConfig};
+use crate::device::{Device, DeviceError, DeviceInfo, DeviceSignals};
+use crate::report::{BufferReport, ThreadReport, ThreadRole};
+use crate::rt::controls::LiveControls;
+use crate::rt::cycle::CycleShared;
+use crate::rt::driver::Renderer;
+use crate::rt::records::{record_ring, BufferRecord, RecordRx, ThreadRecord};
+use crate::rt::worker;
+use serde::Serialize;
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use xrunlab_dsp::Chord;
+use xrunlab_sys::outcome::Outcome;
+use xrunlab_sys::procfs::ThreadStat;
+use xrunlab_sys::sched::{self, DeadlineParams, PmQosGuard, RtRequest, ThreadSchedReport};
+
+/// Largest buffer the render cycle supports, in frames.
+pub const MAX_FRAMES: usize = crate::config::BUFFER_FRAMES_RANGE.1 as usize;
+
+/// Why the engine could not do what was asked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineError {
+    /// A setting is out of range; nothing was changed.
+    Config(ConfigError),
+    /// The device failed.
+    Device(DeviceError),
+    /// A thread could not be started.
+    Thread(String),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Config(e) => e.fmt(f),
+            EngineError::Device(e) => e.fmt(f),
+            EngineError::Thread(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl From<ConfigError> for EngineError {
+    fn from(e: ConfigError) -> Self {
+        EngineError::Config(e)
+    }
+}
+
+impl From<DeviceError> for EngineError {
+    fn from(e: DeviceError) -> Self {
+        EngineError::Device(e)
+    }
+}
+
+/// One audio thread: who it is and what scheduling it obtained.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadInfo {
+    /// 0 = driver, 1.. = workers.
+    pub index: usize,
+    /// Driver or worker.
+    pub role: ThreadRole,
+    /// Kernel thread id.
+    pub tid: i32,
+    /// What was asked and what took effect.
+    pub sched: ThreadSchedReport,
+    /// /proc counters when the thread started (for deltas at the end).
+    #[serde(skip)]
+    pub stat_at_start: Option<ThreadStat>,
+}
+
+/// Process-wide real-time settings and what took effect.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessRt {
+    /// mlockall.
+    pub mlock: Outcome,
+    /// /dev/cpu_dma_latency held at 0 us.
+    pub pm_qos: Outcome,
+}
+
+/// What [`Engine::apply`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    /// Audio was restarted (threads, buffer, driver mode, real-time options, or more sines than built).
+    pub restarted: bool,
+}
+
+struct Audio {
+    shared: Arc<CycleShared>,
+    workers: Vec<JoinHandle<()>>,
+    buffers: RecordRx<BufferRecord>,
+    threads: Vec<RecordRx<ThreadRecord>>,
+    chord_copies: usize,
+    per_copy: usize,
+}
+
+/// The running engine and its device.
+pub struct Engine {
+    config: EngineConfig,
+    device: Box<dyn Device>,
+    info: DeviceInfo,
+    controls: Arc<LiveControls>,
+    signals: Arc<DeviceSignals>,
+    busy: BusyThreads,
+    threads: Arc<Mutex<Vec<ThreadInfo>>>,
+    process_rt: ProcessRt,
+    _pm_qos: Option<PmQosGuard>,
+    audio: Option<Audio>,
+    epoch: u32,
+    drops_before: u64,
+}
+
+impl Engine {
+    /// Validates `config`, configures `device`, and starts audio.
+    pub fn start(config: EngineConfig, mut device: Box<dyn Device>) -> Result<Engine, EngineError> {
+        config.validate()?;
+        let info = device.configure(config.sample_rate, config.buffer_frames)?;
+        let mut config = config;
+        config.sample_rate = info.sample_rate;
+        config.buffer_frames = info.buffer_frames;
+        let mlock = if config.rt.mlock { sched::lock_memory() } else { Outcome::NotRequested };
+        let (pm_guard, pm_qos) = if config.rt.pm_qos {
+            sched::hold_cpu_dma_latency(Path::new("/dev/cpu_dma_latency"), 0)
+        } else {
+            (None, Outcome::NotRequested)
+        };
+        let mut busy = BusyThreads::default();
+        busy.apply(&config.busy);
+        let mut engine = Engine {
+            controls: Arc::new(LiveControls::new(&config)),
+            config,
+            device,
+            info,
+            signals: Arc::new(DeviceSignals::default()),
+            busy,
+            threads: Arc::new(Mutex::new(Vec::new())),
+            process_rt: ProcessRt { mlock, pm_qos },
+            _pm_qos: pm_guard,
+            audio: None,
+            epoch: 0,
+            drops_before: 0,
+        };
+        engine.start_audio()?;
+        Ok(engine)
+    }
+
+    fn rt_request(&self, index: usize) -> RtRequest {
+        let rt = &self.config.rt;
+        let period_ns = u64::from(self.info.buffer_frames) * 1_000_000_000 / u64::from(self.info.sample_rate.max(1));
+        let deadline = rt.deadline.then(|| DeadlineParams {
+            runtime_ns: (period_ns as f64 * f64::from(rt.deadline_runtime_pct) / 100.0) as u64,
+            deadline_ns: period_ns,
+            period_ns,
+        });
+        let cpus = if rt.pin {
+            let all: Vec<usize> = rt.cpus.clone().unwrap_or_else(|| (0..sched::online_cpu_count().max(1)).collect());
+            Some(vec![all[index % all.len()]])
+        } else {
+            rt.cpus.clone()
+        };
+        RtRequest {
+            priority: rt.priority,
+            policy: rt.policy,
+            deadline,
+            uclamp_min: self.config.work_interval.then_some(rt.uclamp_min),
+            cpus,
+        }
+    }
+
+    fn start_audio(&mut self) -> Result<(), EngineError> {
+        let c = &self.config;
+        let sines_needed = c.sines + c.burst_sines;
+        let chord = Chord::with_capacity_for(self.info.sample_rate, sines_needed.max(1));
+        let worker_count = c.worker_threads();
+        let driver_slot = match c.driver_mode {
+            crate::config::DriverMode::ProcessesSines => Some(0),
+            crate::config::DriverMode::WaitsForWorkers => None,
+        };
+        let first_worker_slot = usize::from(driver_slot.is_some());
+        let shared = Arc::new(CycleShared::new(&chord, c.threads, MAX_FRAMES));
+        if let Ok(mut t) = self.threads.lock() {
+            t.clear();
+        }
+        let (buf_tx, buf_rx) = record_ring::<BufferRecord>();
+        let (drv_tx, drv_rx) = record_ring::<ThreadRecord>();
+        let mut thread_rx = vec![drv_rx];
+        let mut workers = Vec::with_capacity(worker_count);
+        let (ready_tx, ready_rx) = mpsc::channel::<()>();
+        for w in 0..worker_count {
+            let (tx, rx) = record_ring::<ThreadRecord>();
+            thread_rx.push(rx);
+            let index = w + 1;
+            let request = self.rt_request(index);
+            let (shared, threads, ready) = (shared.clone(), self.threads.clone(), ready_tx.clone());
+            let slot = first_worker_slot + w;
+            let handle = std::thread::Builder::new()
+                .name(format!("xrl-worker-{index}"))
+                .spawn(move || {
+                    register_thread(&threads, index, ThreadRole::Worker, &request, true);
+                    let _ = ready.send(());
+                    worker::run(&shared, slot, tx);
+                })
+                .map_err(|e| EngineError::Thread(format!("could not start worker thread {index}: {e}")))?;
+            workers.push(handle);
+        }
+        drop(ready_tx);
+        for _ in 0..worker_count {
+            let _ = ready_rx.recv();
+        }
+        let driver_request = self.rt_request(0);
+        let threads = self.threads.clone();
+        let init = Box::new(move |apply: bool| register_thread(&threads, 0, ThreadRole::Driver, &driver_request, apply));
+        let renderer = Renderer::new(
+            shared.clone(),
+            self.controls.clone(),
+            buf_tx,
+            drv_tx,
+            driver_slot,
+            worker_count as u32,
+            self.info.sample_rate,
+            MAX_FRAMES,
+            init,
+        );
+        let audio = Audio {
+            shared,
+            workers,
+            buffers: buf_rx,
+            threads: thread_rx,
+            chord_copies: chord.copies(),
+            per_copy: chord.per_copy(),
+        };
+        self.audio = Some(audio);
+        if let Err(e) = self.device.start(renderer, self.signals.clone()) {
+            self.stop_audio();
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    fn stop_audio(&mut self) {
+        self.device.stop();
+        if let Some(audio) = self.audio.take() {
+            audio.shared.stop.store(true, Ordering::Release);
+            audio.shared.generation.fetch_add(1, Ordering::Release);
+            crate::rt::futex::wake_all(&audio.shared.generation);
+            for w in audio.workers {
+                let _ = w.join();
+            }
+            self.drops_before += audio.buffers.drops() + audio.threads.iter().map(|t| t.drops()).sum::<u64>();
+        }
+    }
+
+    /// Applies `new`: live where possible, restarting audio where needed.
+    /// Invalid settings are rejected whole; nothing is partially applied.
+    pub fn apply(&mut self, new: EngineConfig, sink: impl FnMut(&BufferReport)) -> Result<Applied, EngineError> {
+        new.validate()?;
+        let capacity = self.audio.as_ref().map_or(0, |a| a.shared.partials());
+        let restart = self.config.needs_restart(&new) || new.sines + new.burst_sines > capacity;
+        self.busy.apply(&new.busy);
+        if !restart {
+            self.controls.set_from(&new);
+            self.config = new;
+            return Ok(Applied { restarted: false });
+        }
+        self.drain(sink);
+        self.stop_audio();
+        let old = std::mem::replace(&mut self.config, new);
+        match self.device.configure(self.config.sample_rate, self.config.buffer_frames) {
+            Ok(info) => self.info = info,
+            Err(e) => {
+                self.config = old;
+                self.start_audio()?;
+                return Err(e.into());
+            }
+        }
+        self.config.sample_rate = self.info.sample_rate;
+        self.config.buffer_frames = self.info.buffer_frames;
+        self.controls.set_from(&self.config);
+        self.epoch += 1;
+        self.start_audio()?;
+        Ok(Applied { restarted: true })
+    }
+
+    /// Moves every complete buffer out of the rings into `sink`, in order;
+    /// returns how many. Call it often (the rings hold about 10 s at 128 frames).
+    pub fn drain(&mut self, mut sink: impl FnMut(&BufferReport)) -> usize {
+        let Some(audio) = self.audio.as_mut() else { return 0 };
+        let xruns = self.signals.take_xrun_times();
+        let rate = self.info.sample_rate;
+        let mut batch: Vec<BufferReport> = Vec::new();
+        while let Some(b) = audio.buffers.pop() {
+            let mut threads = Vec::with_capacity(audio.threads.len());
+            for (index, rx) in audio.threads.iter_mut().enumerate() {
+                while let Some(t) = rx.peek() {
+                    if t.seq > b.seq {
+                        break;
+                    }
+                    let t = *t;
+                    rx.pop();
+                    if t.seq == b.seq {
+                        threads.push(ThreadReport {
+                            index,
+                            cpu_start: t.cpu_start,
+                            cpu_end: t.cpu_end,
+                            sines: t.sines,
+                            computed: t.computed,
+                            chunks: t.chunks,
+                            wake_latency_ns: t.wake_ns.saturating_sub(b.period_start_ns),
+                            busy_ns: t.end_ns.saturating_sub(t.wake_ns),
+                            cpu_ns: t.cpu_ns,
+                        });
+                    }
+                }
+            }
+            batch.push(BufferReport {
+                epoch: self.epoch,
+                seq: b.seq,
+                frames: b.frames,
+                sample_rate: rate,
+                period_start_ns: b.period_start_ns,
+                deadline_ns: b.deadline_ns,
+                driver_wake_ns: b.driver_wake_ns,
+                render_start_ns: b.render_start_ns,
+                render_end_ns: b.render_end_ns,
+                active_sines: b.active_sines,
+                burst: b.burst,
+                late: b.late,
+                device_xrun: false,
+                input_peak: b.input_peak,
+                threads,
+            });
+        }
+        // A server xrun is attributed to the last buffer that started before it was reported.
+        for t in xruns {
+            if let Some(b) = batch.iter_mut().rev().find(|b| b.period_start_ns <= t) {
+                b.device_xrun = true;
+            } else if let Some(b) = batch.first_mut() {
+                b.device_xrun = true;
+            }
+        }
+        for b in &batch {
+            sink(b);
+        }
+        batch.len()
+    }
+
+    /// Starts a burst (or restarts its 0.25 s countdown).
+    pub fn trigger_burst(&self) {
+        self.controls.trigger_burst();
+    }
+
+    /// Makes the next buffer's render busy-wait for `ns` first (fault injection).
+    pub fn inject_stall(&self, ns: u64) {
+        self.controls.inject_stall(ns);
+    }
+
+    /// The settings in force (rate and buffer as the device gave them).
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The device's current settings.
+    pub fn device_info(&self) -> DeviceInfo {
+        let mut info = self.info.clone();
+        let frames = self.signals.buffer_frames();
+        if frames != 0 {
+            info.buffer_frames = frames;
+        }
+        info
+    }
+
+    /// The live controls (for scripted changes from another control thread).
+    pub fn controls(&self) -> Arc<LiveControls> {
+        self.controls.clone()
+    }
+
+    /// Device signals: xruns, skipped periods, server load, end of stream.
+    pub fn signals(&self) -> &DeviceSignals {
+        &self.signals
+    }
+
+    /// Why the device stopped on its own, if it did.
+    pub fn device_ended(&self) -> Option<String> {
+        self.signals.ended()
+    }
+
+    /// Audio threads and their scheduling, driver first.
+    pub fn threads(&self) -> Vec<ThreadInfo> {
+        let mut t = self.threads.lock().map(|t| t.clone()).unwrap_or_default();
+        t.sort_by_key(|t| t.index);
+        t
+    }
+
+    /// Process-wide real-time outcomes.
+    pub fn process_rt(&self) -> &ProcessRt {
+        &self.process_rt
+    }
+
+    /// Records dropped because a ring was full, over all audio starts.
+    pub fn ring_drops(&self) -> u64 {
+        self.drops_before
+            + self.audio.as_ref().map_or(0, |a| a.buffers.drops() + a.threads.iter().map(|t| t.drops()).sum::<u64>())
+    }
+
+    /// Chord copies built, and partials in the first copy.
+    pub fn chord_copies(&self) -> (usize, usize) {
+        self.audio.as_ref().map_or((0, 0), |a| (a.chord_copies, a.per_copy))
+    }
+
+    /// Audio starts so far (1 + restarts).
+    pub fn audio_starts(&self) -> u32 {
+        self.epoch + 1
+    }
+
+    /// Busy threads running.
+    pub fn busy_threads(&self) -> usize {
+        self.busy.count()
+    }
+
+    /// Stops audio, delivering the last buffers to `sink`.
+    pub fn stop(mut self, sink: impl FnMut(&BufferReport)) {
+        self.device.stop();
+        self.drain(sink);
+        self.stop_audio();
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop_audio();
+    }
+}
+
+/// Applies (or only reads back) real-time settings on the calling thread and records the outcome.
+fn register_thread(threads: &Mutex<Vec<ThreadInfo>>, index: usize, role: ThreadRole, request: &RtRequest, apply: bool) {
+    let report = if apply { sched::apply_to_current_thread(request) } else { sched::apply_to_current_thread(&RtRequest::default()) };
+    let tid = sched::gettid();
+    let stat = xrunlab_sys::procfs::read_thread_stat(Path::new(xrunlab_sys::DEFAULT_PROC_ROOT), std::process::id() as i32, tid).ok();
+    if let Ok(mut t) = threads.lock() {
+        t.retain(|t| t.index != index);
+        t.push(ThreadInfo { index, role, tid, sched: report, stat_at_start: stat });
+    }
+}

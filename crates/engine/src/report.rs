@@ -1,0 +1,93 @@
+//! Per-buffer reports assembled from the record rings, as the collector (a control thread) hands them to sinks: CSV rows, statistics, the dashboard.
+
+use serde::Serialize;
+
+/// Role of an audio thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadRole {
+    /// The device's driver thread.
+    Driver,
+    /// An engine processing thread.
+    Worker,
+}
+
+/// One thread's part in one buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ThreadReport {
+    /// 0 = driver, 1.. = workers.
+    pub index: usize,
+    /// CPU at the start of its work (-1 unknown).
+    pub cpu_start: i16,
+    /// CPU at the end of its work.
+    pub cpu_end: i16,
+    /// Active sines it processed.
+    pub sines: u32,
+    /// Partials it computed, including fading ones.
+    pub computed: u32,
+    /// Chunks it claimed.
+    pub chunks: u32,
+    /// Period start to the moment it ran, in ns.
+    pub wake_latency_ns: u64,
+    /// Its real work, from running to done, in ns.
+    pub busy_ns: u64,
+    /// Thread CPU time for its real work, in ns.
+    pub cpu_ns: u64,
+}
+
+/// One buffer with every thread's part.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BufferReport {
+    /// Audio start this buffer belongs to (a restart begins a new epoch).
+    pub epoch: u32,
+    /// Sequence number within the epoch.
+    pub seq: u64,
+    /// Frames in the buffer.
+    pub frames: u32,
+    /// Sample rate.
+    pub sample_rate: u32,
+    /// Period start (CLOCK_MONOTONIC ns).
+    pub period_start_ns: u64,
+    /// Deadline (CLOCK_MONOTONIC ns; u64::MAX offline).
+    pub deadline_ns: u64,
+    /// When the driver ran.
+    pub driver_wake_ns: u64,
+    /// Render start.
+    pub render_start_ns: u64,
+    /// Render end.
+    pub render_end_ns: u64,
+    /// Sines sounding.
+    pub active_sines: u32,
+    /// A burst was in progress.
+    pub burst: bool,
+    /// The render ended after the deadline.
+    pub late: bool,
+    /// The device reported an xrun during this buffer.
+    pub device_xrun: bool,
+    /// Input peak when input is on.
+    pub input_peak: Option<f32>,
+    /// Each thread's part (driver first); a thread whose record was dropped is missing.
+    pub threads: Vec<ThreadReport>,
+}
+
+impl BufferReport {
+    /// Buffer duration in ns.
+    pub fn buffer_ns(&self) -> f64 {
+        f64::from(self.frames) * 1e9 / f64::from(self.sample_rate.max(1))
+    }
+
+    /// Render duration as a fraction of the buffer duration (1.0 = 100 %).
+    pub fn load(&self) -> f64 {
+        self.render_end_ns.saturating_sub(self.render_start_ns) as f64 / self.buffer_ns().max(1.0)
+    }
+
+    /// Late render or device xrun.
+    pub fn dropout(&self) -> bool {
+        self.late || self.device_xrun
+    }
+
+    /// Period start to driver running, in ns.
+    pub fn driver_wake_latency_ns(&self) -> u64 {
+        self.driver_wake_ns.saturating_sub(self.period_start_ns)
+    }
+}

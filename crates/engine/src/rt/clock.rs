@@ -1,0 +1,66 @@
+//! Clocks and the low-energy wait used by audio threads: CLOCK_MONOTONIC (JACK's clock too), thread CPU time, current CPU, and spinning until a time.
+
+/// Nanoseconds on CLOCK_MONOTONIC (vDSO, no syscall). The same clock as
+/// `jack_get_time` on Linux, so device and engine timestamps compare directly.
+#[inline]
+pub fn now_ns() -> u64 {
+    read(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time consumed by the calling thread, in nanoseconds.
+#[inline]
+pub fn thread_cpu_ns() -> u64 {
+    read(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+#[inline]
+fn read(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; clock ids are constants the kernel knows.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
+}
+
+/// The CPU the calling thread runs on, or -1 when the kernel cannot say.
+#[inline]
+pub fn current_cpu() -> i16 {
+    // SAFETY: sched_getcpu takes no arguments and only reads per-thread state.
+    let cpu = unsafe { libc::sched_getcpu() };
+    if (0..=i32::from(i16::MAX)).contains(&cpu) {
+        cpu as i16
+    } else {
+        -1
+    }
+}
+
+/// Keeps the core busy with the CPU's low-energy wait hint (x86 `pause`,
+/// arm64 `yield`) until CLOCK_MONOTONIC reaches `until_ns`. This is
+/// AudioPerfLab's minimum-load padding; it never sleeps.
+#[inline]
+pub fn spin_until(until_ns: u64) {
+    while now_ns() < until_ns {
+        for _ in 0..16 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (absolute, so the
+/// schedule never drifts). Only the simulated device's clock thread uses it:
+/// it stands in for the hardware interrupt that wakes a real driver thread.
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
+    };
+    loop {
+        // SAFETY: `ts` is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+        let rc = unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+        if rc != libc::EINTR {
+            return;
+        }
+    }
+}

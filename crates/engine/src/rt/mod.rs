@@ -1,0 +1,24 @@
+//! The real-time path: everything here runs on audio threads (the device's driver thread and the engine's workers).
+//!
+//! # Rules for this module and everything it calls
+//! - No allocation or deallocation. Buffers, rings and thread slots are
+//!   allocated before the threads start; `tests/no_alloc.rs` proves it with a
+//!   counting allocator around [`alloc_probe`] sections.
+//! - No locks, no printing or logging, no file or socket I/O.
+//! - No blocking syscall except the wake primitive ([`futex`]) and, on the
+//!   simulated device's clock thread, the absolute-deadline sleep. Cheap
+//!   non-blocking calls are allowed: `clock_gettime`, `sched_getcpu`.
+//! - No panics on bad data: indices are clamped, arithmetic saturates, NaN is
+//!   treated as silence. Records that do not fit a full ring are dropped and
+//!   counted, never waited for.
+//! - Cross-thread data is atomics or memory handed over by the cycle protocol
+//!   in [`cycle`], whose `// SAFETY:` comments state the ordering.
+
+pub mod alloc_probe;
+pub mod clock;
+pub mod controls;
+pub(crate) mod cycle;
+pub(crate) mod driver;
+pub mod futex;
+pub mod records;
+pub(crate) mod worker;

@@ -1,0 +1,42 @@
+//! The processing-thread loop: wait for a cycle, claim chunks, report, pad to the minimum load; runs on the engine's worker threads.
+
+use super::alloc_probe::RtSection;
+use super::clock::{now_ns, spin_until};
+use super::cycle::{work_and_record, CycleShared};
+use super::futex;
+use super::records::{RecordTx, ThreadRecord};
+use std::sync::atomic::Ordering;
+
+/// Runs until `shared.stop` is set. `slot` is this worker's scratch slot.
+pub(crate) fn run(shared: &CycleShared, slot: usize, mut records: RecordTx<ThreadRecord>) {
+    let mut seen = shared.generation.load(Ordering::Acquire);
+    loop {
+        let generation = loop {
+            let g = shared.generation.load(Ordering::Acquire);
+            if g != seen {
+                break g;
+            }
+            futex::wait(&shared.generation, seen);
+        };
+        seen = generation;
+        if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let _rt = RtSection::enter();
+        let mut record = ThreadRecord {
+            seq: shared.seq.load(Ordering::Relaxed),
+            wake_ns: now_ns(),
+            ..ThreadRecord::default()
+        };
+        // SAFETY: our own slot, during the cycle published by the generation we just read.
+        unsafe { work_and_record(shared, Some(slot), &mut record) };
+        let pad_until = shared.pad_until_ns.load(Ordering::Relaxed);
+        records.push(record);
+        if shared.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            futex::wake_all(&shared.remaining);
+        }
+        if pad_until > record.end_ns {
+            spin_until(pad_until);
+        }
+    }
+}
