@@ -1,1 +1,47 @@
-fn main() {}
+//! The `xrunlab` binary: parses arguments, dispatches to a command, and maps errors to exit codes in one place; runs on the main thread.
+
+mod bench_cmd;
+mod cli;
+mod csv_out;
+mod devices;
+mod jack_support;
+mod result;
+mod run_cmd;
+mod summary_text;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// How a command failed.
+pub enum Failure {
+    /// The user asked for something invalid: exit code 2.
+    Usage(String),
+    /// Something failed while running: exit code 1.
+    Runtime(String),
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let outcome = match &cli.command {
+        Some(cli::Command::Run(args)) => run_cmd::run(args),
+        Some(cli::Command::Render(args)) => run_cmd::render(args),
+        Some(cli::Command::Bench(args)) => bench_cmd::bench(args),
+        Some(cli::Command::Dashboard(args)) => dashboard(args),
+        None => dashboard(&cli.dashboard),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn dashboard(_args: &cli::DashboardArgs) -> Result<(), Failure> {
+    Err(Failure::Runtime("the dashboard is not built yet".into()))
+}

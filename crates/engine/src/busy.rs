@@ -48,12 +48,14 @@ impl BusyThreads {
             let s = shared.clone();
             let tids = self.tids.clone();
             let index = self.threads.len();
-            match std::thread::Builder::new().name(format!("xrl-busy-{index}")).spawn(move || {
-                if let Ok(mut t) = tids.lock() {
-                    t.push(xrunlab_sys::sched::gettid());
-                }
-                busy_loop(&s)
-            }) {
+            match std::thread::Builder::new()
+                .name(format!("xrl-busy-{index}"))
+                .spawn(move || {
+                    if let Ok(mut t) = tids.lock() {
+                        t.push(xrunlab_sys::sched::gettid());
+                    }
+                    busy_loop(&s)
+                }) {
                 Ok(handle) => self.threads.push(BusyThread { shared, handle }),
                 Err(_) => break,
             }
@@ -75,8 +77,10 @@ impl Drop for BusyThreads {
 }
 
 fn publish(s: &BusyShared, c: &BusyConfig) {
-    s.period_us.store(c.period_ms.saturating_mul(1000), Ordering::Relaxed);
-    s.duty_ppm.store((f64::from(c.duty_pct) * 10_000.0) as u32, Ordering::Relaxed);
+    s.period_us
+        .store(c.period_ms.saturating_mul(1000), Ordering::Relaxed);
+    s.duty_ppm
+        .store((f64::from(c.duty_pct) * 10_000.0) as u32, Ordering::Relaxed);
 }
 
 fn stop(t: BusyThread) {
@@ -95,7 +99,9 @@ fn busy_loop(s: &BusyShared) {
         let block = Duration::from_nanos(period_ns - work_ns.min(period_ns));
         // Block first, like AudioPerfLab: the wait doubles as the stop check.
         let Ok(guard) = s.stop.lock() else { return };
-        let Ok((guard, _)) = s.wake.wait_timeout_while(guard, block, |stop| !*stop) else { return };
+        let Ok((guard, _)) = s.wake.wait_timeout_while(guard, block, |stop| !*stop) else {
+            return;
+        };
         if *guard {
             return;
         }

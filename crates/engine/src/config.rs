@@ -86,7 +86,11 @@ pub struct BusyConfig {
 
 impl Default for BusyConfig {
     fn default() -> Self {
-        Self { count: 0, period_ms: 35, duty_pct: 50.0 }
+        Self {
+            count: 0,
+            period_ms: 35,
+            duty_pct: 50.0,
+        }
     }
 }
 
@@ -195,8 +199,11 @@ mod kernel_serde {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Kernel, D::Error> {
         let name = String::deserialize(d)?;
-        Kernel::from_name(&name)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown kernel {name:?}: allowed are \"reference\" and \"fast\"")))
+        Kernel::from_name(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown kernel {name:?}: allowed are \"reference\" and \"fast\""
+            ))
+        })
     }
 }
 
@@ -213,17 +220,29 @@ pub struct ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid {}: {} (allowed: {})", self.field, self.value, self.allowed)
+        write!(
+            f,
+            "invalid {}: {} (allowed: {})",
+            self.field, self.value, self.allowed
+        )
     }
 }
 
 impl std::error::Error for ConfigError {}
 
 fn err(field: &str, value: impl fmt::Display, allowed: impl Into<String>) -> ConfigError {
-    ConfigError { field: field.into(), value: value.to_string(), allowed: allowed.into() }
+    ConfigError {
+        field: field.into(),
+        value: value.to_string(),
+        allowed: allowed.into(),
+    }
 }
 
-fn check_range<T: PartialOrd + fmt::Display + Copy>(field: &str, v: T, (lo, hi): (T, T)) -> Result<(), ConfigError> {
+fn check_range<T: PartialOrd + fmt::Display + Copy>(
+    field: &str,
+    v: T,
+    (lo, hi): (T, T),
+) -> Result<(), ConfigError> {
     if v >= lo && v <= hi {
         Ok(())
     } else {
@@ -260,7 +279,11 @@ impl EngineConfig {
             return Err(err("burst_sines", self.burst_sines, allowed("")));
         }
         if self.sines + self.burst_sines > max {
-            return Err(err("burst_sines", self.burst_sines, allowed("together with sines ")));
+            return Err(err(
+                "burst_sines",
+                self.burst_sines,
+                allowed("together with sines "),
+            ));
         }
         check_range("chunk_size", self.chunk_size, CHUNK_SIZE_RANGE)?;
         check_range("threads", self.threads, THREADS_RANGE)?;
@@ -280,7 +303,11 @@ impl EngineConfig {
                 return Err(err("cpus", "(empty)", "a CPU list such as 0-3,6"));
             }
             if let Some(bad) = cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
-                return Err(err("cpus", bad, format!("CPU numbers 0..={}", libc::CPU_SETSIZE - 1)));
+                return Err(err(
+                    "cpus",
+                    bad,
+                    format!("CPU numbers 0..={}", libc::CPU_SETSIZE - 1),
+                ));
             }
         }
         Ok(())
@@ -301,7 +328,11 @@ impl EngineConfig {
                 self.driver_mode = DriverMode::WaitsForWorkers;
                 self.work_interval = false;
                 self.min_load_pct = 0.0;
-                self.busy = BusyConfig { count: 1, period_ms: 35, duty_pct: 50.0 };
+                self.busy = BusyConfig {
+                    count: 1,
+                    period_ms: 35,
+                    duty_pct: 50.0,
+                };
             }
             Preset::Custom => {}
         }
@@ -310,12 +341,21 @@ impl EngineConfig {
     /// Which preset the settings match; anything else is [`Preset::Custom`].
     pub fn preset(&self) -> Preset {
         let common = self.threads == 2 && self.min_load_pct == 0.0;
-        if common && self.driver_mode == DriverMode::ProcessesSines && self.work_interval && self.busy.count == 0 {
+        if common
+            && self.driver_mode == DriverMode::ProcessesSines
+            && self.work_interval
+            && self.busy.count == 0
+        {
             Preset::Standard
         } else if common
             && self.driver_mode == DriverMode::WaitsForWorkers
             && !self.work_interval
-            && self.busy == (BusyConfig { count: 1, period_ms: 35, duty_pct: 50.0 })
+            && self.busy
+                == (BusyConfig {
+                    count: 1,
+                    period_ms: 35,
+                    duty_pct: 50.0,
+                })
         {
             Preset::Optimal
         } else {
@@ -361,14 +401,27 @@ mod tests {
         assert_eq!(c.preset(), Preset::Standard);
         c.apply_preset(Preset::Optimal);
         assert_eq!(c.preset(), Preset::Optimal);
-        assert_eq!((c.threads, c.driver_mode, c.work_interval), (2, DriverMode::WaitsForWorkers, false));
-        assert_eq!(c.busy, BusyConfig { count: 1, period_ms: 35, duty_pct: 50.0 });
+        assert_eq!(
+            (c.threads, c.driver_mode, c.work_interval),
+            (2, DriverMode::WaitsForWorkers, false)
+        );
+        assert_eq!(
+            c.busy,
+            BusyConfig {
+                count: 1,
+                period_ms: 35,
+                duty_pct: 50.0
+            }
+        );
         assert_eq!(c.realtime_threads(), 3);
         c.busy.duty_pct = 60.0;
         assert_eq!(c.preset(), Preset::Custom);
         c.apply_preset(Preset::Standard);
         assert_eq!(c.preset(), Preset::Standard);
-        assert_eq!((c.threads, c.driver_mode, c.work_interval, c.busy.count), (2, DriverMode::ProcessesSines, true, 0));
+        assert_eq!(
+            (c.threads, c.driver_mode, c.work_interval, c.busy.count),
+            (2, DriverMode::ProcessesSines, true, 0)
+        );
         c.min_load_pct = 10.0;
         assert_eq!(c.preset(), Preset::Custom);
         c.apply_preset(Preset::Custom);
@@ -380,14 +433,30 @@ mod tests {
         let ok = EngineConfig::default();
         ok.validate().unwrap();
         let cases: Vec<(Box<dyn Fn(&mut EngineConfig)>, &str, &str)> = vec![
-            (Box::new(|c| c.sample_rate = 7_999), "sample_rate", "8000..=384000"),
-            (Box::new(|c| c.buffer_frames = 8_193), "buffer_frames", "16..=8192"),
+            (
+                Box::new(|c| c.sample_rate = 7_999),
+                "sample_rate",
+                "8000..=384000",
+            ),
+            (
+                Box::new(|c| c.buffer_frames = 8_193),
+                "buffer_frames",
+                "16..=8192",
+            ),
             (Box::new(|c| c.threads = 0), "threads", "1..=64"),
             (Box::new(|c| c.threads = 65), "threads", "1..=64"),
             (Box::new(|c| c.min_load_pct = 101.0), "min_load", "0..=100"),
-            (Box::new(|c| c.min_load_pct = f32::NAN), "min_load", "0..=100"),
+            (
+                Box::new(|c| c.min_load_pct = f32::NAN),
+                "min_load",
+                "0..=100",
+            ),
             (Box::new(|c| c.busy.count = 5), "busy_threads", "0..=4"),
-            (Box::new(|c| c.busy.period_ms = 4), "busy_period_ms", "5..=100"),
+            (
+                Box::new(|c| c.busy.period_ms = 4),
+                "busy_period_ms",
+                "5..=100",
+            ),
             (Box::new(|c| c.sines = usize::MAX), "sines", "at 48000 Hz"),
         ];
         for (mutate, field, allowed) in cases {

@@ -95,8 +95,7 @@ struct Audio {
     workers: Vec<JoinHandle<()>>,
     buffers: RecordRx<BufferRecord>,
     threads: Vec<RecordRx<ThreadRecord>>,
-    chord_copies: usize,
-    per_copy: usize,
+    chord: Chord,
 }
 
 /// The running engine and its device.
@@ -123,7 +122,11 @@ impl Engine {
         let mut config = config;
         config.sample_rate = info.sample_rate;
         config.buffer_frames = info.buffer_frames;
-        let mlock = if config.rt.mlock { sched::lock_memory() } else { Outcome::NotRequested };
+        let mlock = if config.rt.mlock {
+            sched::lock_memory()
+        } else {
+            Outcome::NotRequested
+        };
         let (pm_guard, pm_qos) = if config.rt.pm_qos {
             sched::hold_cpu_dma_latency(Path::new("/dev/cpu_dma_latency"), 0)
         } else {
@@ -151,14 +154,18 @@ impl Engine {
 
     fn rt_request(&self, index: usize) -> RtRequest {
         let rt = &self.config.rt;
-        let period_ns = u64::from(self.info.buffer_frames) * 1_000_000_000 / u64::from(self.info.sample_rate.max(1));
+        let period_ns = u64::from(self.info.buffer_frames) * 1_000_000_000
+            / u64::from(self.info.sample_rate.max(1));
         let deadline = rt.deadline.then(|| DeadlineParams {
             runtime_ns: (period_ns as f64 * f64::from(rt.deadline_runtime_pct) / 100.0) as u64,
             deadline_ns: period_ns,
             period_ns,
         });
         let cpus = if rt.pin {
-            let all: Vec<usize> = rt.cpus.clone().unwrap_or_else(|| (0..sched::online_cpu_count().max(1)).collect());
+            let all: Vec<usize> = rt
+                .cpus
+                .clone()
+                .unwrap_or_else(|| (0..sched::online_cpu_count().max(1)).collect());
             Some(vec![all[index % all.len()]])
         } else {
             rt.cpus.clone()
@@ -205,7 +212,9 @@ impl Engine {
                     let _ = ready.send(());
                     worker::run(&shared, slot, tx);
                 })
-                .map_err(|e| EngineError::Thread(format!("could not start worker thread {index}: {e}")))?;
+                .map_err(|e| {
+                    EngineError::Thread(format!("could not start worker thread {index}: {e}"))
+                })?;
             workers.push(handle);
         }
         drop(ready_tx);
@@ -214,7 +223,9 @@ impl Engine {
         }
         let driver_request = self.rt_request(0);
         let threads = self.threads.clone();
-        let init = Box::new(move |apply: bool| register_thread(&threads, 0, ThreadRole::Driver, &driver_request, apply));
+        let init = Box::new(move |apply: bool| {
+            register_thread(&threads, 0, ThreadRole::Driver, &driver_request, apply)
+        });
         let renderer = Renderer::new(
             shared.clone(),
             self.controls.clone(),
@@ -231,8 +242,7 @@ impl Engine {
             workers,
             buffers: buf_rx,
             threads: thread_rx,
-            chord_copies: chord.copies(),
-            per_copy: chord.per_copy(),
+            chord,
         };
         self.audio = Some(audio);
         if let Err(e) = self.device.start(renderer, self.signals.clone()) {
@@ -251,13 +261,18 @@ impl Engine {
             for w in audio.workers {
                 let _ = w.join();
             }
-            self.drops_before += audio.buffers.drops() + audio.threads.iter().map(|t| t.drops()).sum::<u64>();
+            self.drops_before +=
+                audio.buffers.drops() + audio.threads.iter().map(|t| t.drops()).sum::<u64>();
         }
     }
 
     /// Applies `new`: live where possible, restarting audio where needed.
     /// Invalid settings are rejected whole; nothing is partially applied.
-    pub fn apply(&mut self, new: EngineConfig, sink: impl FnMut(&BufferReport)) -> Result<Applied, EngineError> {
+    pub fn apply(
+        &mut self,
+        new: EngineConfig,
+        sink: impl FnMut(&BufferReport),
+    ) -> Result<Applied, EngineError> {
         new.validate()?;
         let capacity = self.audio.as_ref().map_or(0, |a| a.shared.partials());
         let restart = self.config.needs_restart(&new) || new.sines + new.burst_sines > capacity;
@@ -270,7 +285,10 @@ impl Engine {
         self.drain(sink);
         self.stop_audio();
         let old = std::mem::replace(&mut self.config, new);
-        match self.device.configure(self.config.sample_rate, self.config.buffer_frames) {
+        match self
+            .device
+            .configure(self.config.sample_rate, self.config.buffer_frames)
+        {
             Ok(info) => self.info = info,
             Err(e) => {
                 self.config = old;
@@ -289,7 +307,9 @@ impl Engine {
     /// Moves every complete buffer out of the rings into `sink`, in order;
     /// returns how many. Call it often (the rings hold about 10 s at 128 frames).
     pub fn drain(&mut self, mut sink: impl FnMut(&BufferReport)) -> usize {
-        let Some(audio) = self.audio.as_mut() else { return 0 };
+        let Some(audio) = self.audio.as_mut() else {
+            return 0;
+        };
         let xruns = self.signals.take_xrun_times();
         let rate = self.info.sample_rate;
         let mut batch: Vec<BufferReport> = Vec::new();
@@ -404,12 +424,23 @@ impl Engine {
     /// Records dropped because a ring was full, over all audio starts.
     pub fn ring_drops(&self) -> u64 {
         self.drops_before
-            + self.audio.as_ref().map_or(0, |a| a.buffers.drops() + a.threads.iter().map(|t| t.drops()).sum::<u64>())
+            + self.audio.as_ref().map_or(0, |a| {
+                a.buffers.drops() + a.threads.iter().map(|t| t.drops()).sum::<u64>()
+            })
     }
 
     /// Chord copies built, and partials in the first copy.
     pub fn chord_copies(&self) -> (usize, usize) {
-        self.audio.as_ref().map_or((0, 0), |a| (a.chord_copies, a.per_copy))
+        self.audio
+            .as_ref()
+            .map_or((0, 0), |a| (a.chord.copies(), a.chord.per_copy()))
+    }
+
+    /// Chord copies that `sines` partials span.
+    pub fn copies_in_play(&self, sines: usize) -> usize {
+        self.audio
+            .as_ref()
+            .map_or(0, |a| a.chord.copies_in_play(sines))
     }
 
     /// Audio starts so far (1 + restarts).
@@ -437,12 +468,33 @@ impl Drop for Engine {
 }
 
 /// Applies (or only reads back) real-time settings on the calling thread and records the outcome.
-fn register_thread(threads: &Mutex<Vec<ThreadInfo>>, index: usize, role: ThreadRole, request: &RtRequest, apply: bool) {
-    let report = if apply { sched::apply_to_current_thread(request) } else { sched::apply_to_current_thread(&RtRequest::default()) };
+fn register_thread(
+    threads: &Mutex<Vec<ThreadInfo>>,
+    index: usize,
+    role: ThreadRole,
+    request: &RtRequest,
+    apply: bool,
+) {
+    let report = if apply {
+        sched::apply_to_current_thread(request)
+    } else {
+        sched::apply_to_current_thread(&RtRequest::default())
+    };
     let tid = sched::gettid();
-    let stat = xrunlab_sys::procfs::read_thread_stat(Path::new(xrunlab_sys::DEFAULT_PROC_ROOT), std::process::id() as i32, tid).ok();
+    let stat = xrunlab_sys::procfs::read_thread_stat(
+        Path::new(xrunlab_sys::DEFAULT_PROC_ROOT),
+        std::process::id() as i32,
+        tid,
+    )
+    .ok();
     if let Ok(mut t) = threads.lock() {
         t.retain(|t| t.index != index);
-        t.push(ThreadInfo { index, role, tid, sched: report, stat_at_start: stat });
+        t.push(ThreadInfo {
+            index,
+            role,
+            tid,
+            sched: report,
+            stat_at_start: stat,
+        });
     }
 }

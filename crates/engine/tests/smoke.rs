@@ -11,8 +11,24 @@ fn sim_runs() {
     let mut n = 0;
     let mut loads = vec![];
     let mut shares = vec![];
-    e.drain(|b| { n += 1; loads.push(b.load()); shares.push((b.active_sines, b.threads.iter().map(|t| t.sines).collect::<Vec<_>>(), b.threads.iter().map(|t| t.wake_latency_ns).collect::<Vec<_>>(), b.late)); });
-    eprintln!("n={n} last={:?} {:?}", &loads[loads.len()-3..], &shares[shares.len()-3..]);
+    e.drain(|b| {
+        n += 1;
+        loads.push(b.load());
+        shares.push((
+            b.active_sines,
+            b.threads.iter().map(|t| t.sines).collect::<Vec<_>>(),
+            b.threads
+                .iter()
+                .map(|t| t.wake_latency_ns)
+                .collect::<Vec<_>>(),
+            b.late,
+        ));
+    });
+    eprintln!(
+        "n={n} last={:?} {:?}",
+        &loads[loads.len() - 3..],
+        &shares[shares.len() - 3..]
+    );
     eprintln!("threads {:#?}", e.threads());
     e.stop(|_| {});
 }

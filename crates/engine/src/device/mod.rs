@@ -50,10 +50,15 @@ pub trait Device: Send {
     fn info(&self) -> DeviceInfo;
     /// While stopped: asks for a sample rate and buffer size and returns what
     /// the device will run with (a server may impose its own values).
-    fn configure(&mut self, sample_rate: u32, buffer_frames: u32) -> Result<DeviceInfo, DeviceError>;
+    fn configure(
+        &mut self,
+        sample_rate: u32,
+        buffer_frames: u32,
+    ) -> Result<DeviceInfo, DeviceError>;
     /// Starts calling `renderer` from the driver thread. The device calls
     /// [`Renderer::driver_thread_started`] on that thread first.
-    fn start(&mut self, renderer: Renderer, signals: Arc<DeviceSignals>) -> Result<(), DeviceError>;
+    fn start(&mut self, renderer: Renderer, signals: Arc<DeviceSignals>)
+        -> Result<(), DeviceError>;
     /// Stops calling the renderer and drops it; returns once no render is in progress.
     fn stop(&mut self);
 }
@@ -88,7 +93,10 @@ impl DeviceSignals {
 
     /// Takes the times of xruns noted since the last call.
     pub fn take_xrun_times(&self) -> Vec<u64> {
-        self.xrun_times_ns.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+        self.xrun_times_ns
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 
     /// Periods the device skipped to catch up after late renders. Real-time safe.
@@ -103,7 +111,8 @@ impl DeviceSignals {
 
     /// The server's own DSP load in percent. Real-time safe.
     pub fn set_server_load(&self, pct: f32) {
-        self.server_load_bits.store(pct.to_bits(), Ordering::Relaxed);
+        self.server_load_bits
+            .store(pct.to_bits(), Ordering::Relaxed);
     }
 
     /// The server's own DSP load in percent, if the device has a server.

@@ -20,7 +20,13 @@ pub struct OfflineDevice {
 impl OfflineDevice {
     /// A device that writes `total_frames` frames to `path`.
     pub fn new(sample_rate: u32, buffer_frames: u32, total_frames: u64, path: PathBuf) -> Self {
-        Self { sample_rate, buffer_frames, total_frames, path, running: None }
+        Self {
+            sample_rate,
+            buffer_frames,
+            total_frames,
+            path,
+            running: None,
+        }
     }
 }
 
@@ -35,17 +41,27 @@ impl Device for OfflineDevice {
             can_set_buffer: true,
             driver_thread: "xrunlab offline render thread (not real-time)".into(),
             driver_thread_is_ours: true,
-            notes: vec!["renders as fast as possible: there are no deadlines, so no dropouts".into()],
+            notes: vec![
+                "renders as fast as possible: there are no deadlines, so no dropouts".into(),
+            ],
         }
     }
 
-    fn configure(&mut self, sample_rate: u32, buffer_frames: u32) -> Result<DeviceInfo, DeviceError> {
+    fn configure(
+        &mut self,
+        sample_rate: u32,
+        buffer_frames: u32,
+    ) -> Result<DeviceInfo, DeviceError> {
         self.sample_rate = sample_rate;
         self.buffer_frames = buffer_frames;
         Ok(self.info())
     }
 
-    fn start(&mut self, mut renderer: Renderer, signals: Arc<DeviceSignals>) -> Result<(), DeviceError> {
+    fn start(
+        &mut self,
+        mut renderer: Renderer,
+        signals: Arc<DeviceSignals>,
+    ) -> Result<(), DeviceError> {
         let spec = hound::WavSpec {
             channels: 2,
             sample_rate: self.sample_rate,
@@ -56,7 +72,11 @@ impl Device for OfflineDevice {
             .map_err(|e| DeviceError(format!("cannot create {}: {e}", self.path.display())))?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop_thread = stop.clone();
-        let (frames, total, rate) = (self.buffer_frames as usize, self.total_frames, self.sample_rate);
+        let (frames, total, rate) = (
+            self.buffer_frames as usize,
+            self.total_frames,
+            self.sample_rate,
+        );
         let path = self.path.clone();
         let handle = std::thread::Builder::new()
             .name("xrl-offline".into())
@@ -79,7 +99,10 @@ impl Device for OfflineDevice {
                         input: None,
                     });
                     for (a, b) in l[..n].iter().zip(r[..n].iter()) {
-                        if let Err(e) = writer.write_sample(*a).and_then(|_| writer.write_sample(*b)) {
+                        if let Err(e) = writer
+                            .write_sample(*a)
+                            .and_then(|_| writer.write_sample(*b))
+                        {
                             error = Some(e.to_string());
                             break;
                         }
@@ -91,8 +114,12 @@ impl Device for OfflineDevice {
                 }
                 let finished = writer.finalize().map_err(|e| e.to_string());
                 match (error, finished) {
-                    (Some(e), _) | (None, Err(e)) => signals.fail(format!("writing {} failed: {e}", path.display())),
-                    (None, Ok(())) => signals.end(format!("rendered {done} frames to {}", path.display())),
+                    (Some(e), _) | (None, Err(e)) => {
+                        signals.fail(format!("writing {} failed: {e}", path.display()))
+                    }
+                    (None, Ok(())) => {
+                        signals.end(format!("rendered {done} frames to {}", path.display()))
+                    }
                 }
             })
             .map_err(|e| DeviceError(format!("could not start the offline render thread: {e}")))?;

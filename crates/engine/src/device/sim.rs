@@ -30,7 +30,12 @@ pub struct SimDevice {
 impl SimDevice {
     /// A device at `sample_rate` and `buffer_frames`; `input` feeds a test tone as input.
     pub fn new(sample_rate: u32, buffer_frames: u32, input: bool) -> Self {
-        Self { sample_rate, buffer_frames, input, running: None }
+        Self {
+            sample_rate,
+            buffer_frames,
+            input,
+            running: None,
+        }
     }
 }
 
@@ -57,18 +62,30 @@ impl Device for SimDevice {
         }
     }
 
-    fn configure(&mut self, sample_rate: u32, buffer_frames: u32) -> Result<DeviceInfo, DeviceError> {
+    fn configure(
+        &mut self,
+        sample_rate: u32,
+        buffer_frames: u32,
+    ) -> Result<DeviceInfo, DeviceError> {
         if self.running.is_some() {
-            return Err(DeviceError("the simulated device must be stopped to change its settings".into()));
+            return Err(DeviceError(
+                "the simulated device must be stopped to change its settings".into(),
+            ));
         }
         self.sample_rate = sample_rate;
         self.buffer_frames = buffer_frames;
         Ok(self.info())
     }
 
-    fn start(&mut self, mut renderer: Renderer, signals: Arc<DeviceSignals>) -> Result<(), DeviceError> {
+    fn start(
+        &mut self,
+        mut renderer: Renderer,
+        signals: Arc<DeviceSignals>,
+    ) -> Result<(), DeviceError> {
         if self.running.is_some() {
-            return Err(DeviceError("the simulated device is already running".into()));
+            return Err(DeviceError(
+                "the simulated device is already running".into(),
+            ));
         }
         let stop = Arc::new(AtomicBool::new(false));
         let (rate, frames, input) = (self.sample_rate, self.buffer_frames, self.input);
@@ -79,7 +96,11 @@ impl Device for SimDevice {
                 renderer.driver_thread_started(true);
                 clock_loop(&mut renderer, &signals, &stop_thread, rate, frames, input);
             })
-            .map_err(|e| DeviceError(format!("could not start the simulated device's clock thread: {e}")))?;
+            .map_err(|e| {
+                DeviceError(format!(
+                    "could not start the simulated device's clock thread: {e}"
+                ))
+            })?;
         self.running = Some((stop, handle));
         Ok(())
     }
@@ -98,7 +119,14 @@ impl Drop for SimDevice {
     }
 }
 
-fn clock_loop(renderer: &mut Renderer, signals: &DeviceSignals, stop: &AtomicBool, rate: u32, frames: u32, input: bool) {
+fn clock_loop(
+    renderer: &mut Renderer,
+    signals: &DeviceSignals,
+    stop: &AtomicBool,
+    rate: u32,
+    frames: u32,
+    input: bool,
+) {
     let n = frames as usize;
     let mut out_l = vec![0.0f32; n];
     let mut out_r = vec![0.0f32; n];

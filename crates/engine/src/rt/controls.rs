@@ -41,8 +41,12 @@ impl LiveControls {
     pub fn set_from(&self, config: &EngineConfig) {
         self.sines.store(config.sines, Relaxed);
         self.burst_sines.store(config.burst_sines, Relaxed);
-        self.min_load_ppm.store((f64::from(config.min_load_pct) * 10_000.0).round() as u32, Relaxed);
-        self.kernel.store(matches!(config.kernel, Kernel::Fast) as u8, Relaxed);
+        self.min_load_ppm.store(
+            (f64::from(config.min_load_pct) * 10_000.0).round() as u32,
+            Relaxed,
+        );
+        self.kernel
+            .store(matches!(config.kernel, Kernel::Fast) as u8, Relaxed);
         self.chunk_size.store(config.chunk_size.max(1), Relaxed);
     }
 
@@ -73,7 +77,11 @@ impl LiveControls {
             burst_sines: self.burst_sines.load(Relaxed),
             burst_trigger: self.burst_trigger.load(Relaxed),
             min_load: f64::from(self.min_load_ppm.load(Relaxed)) / 1_000_000.0,
-            kernel: if self.kernel.load(Relaxed) == 1 { Kernel::Fast } else { Kernel::Reference },
+            kernel: if self.kernel.load(Relaxed) == 1 {
+                Kernel::Fast
+            } else {
+                Kernel::Reference
+            },
             chunk_size: self.chunk_size.load(Relaxed).max(1),
         }
     }

@@ -124,7 +124,13 @@ impl CycleShared {
         let (lo, hi) = (previous.min(active).min(len), previous.max(active).min(len));
         for i in lo..hi {
             // SAFETY: i < len; no worker reads targets between cycles (caller's contract).
-            unsafe { *self.bank.target.add(i) = if i < active { *self.bank.full_amp.add(i) } else { 0.0 } };
+            unsafe {
+                *self.bank.target.add(i) = if i < active {
+                    *self.bank.full_amp.add(i)
+                } else {
+                    0.0
+                }
+            };
         }
     }
 
@@ -157,7 +163,9 @@ impl CycleShared {
     /// # Safety
     /// `slot` must be the calling thread's own slot, during a published cycle.
     pub(crate) unsafe fn process(&self, slot: usize) -> Work {
-        let Some(s) = self.slots.get(slot) else { return Work::default() };
+        let Some(s) = self.slots.get(slot) else {
+            return Work::default();
+        };
         let frames = self.frames.load(Ordering::Relaxed);
         // SAFETY: the slot is exclusively this thread's during the cycle (caller's contract).
         let (left, right) = unsafe { (&mut *s.left.get(), &mut *s.right.get()) };
@@ -168,10 +176,17 @@ impl CycleShared {
         let limit = self.render_limit.load(Ordering::Relaxed).min(self.bank.len);
         let active = self.active.load(Ordering::Relaxed);
         let chunk = self.chunk_size.load(Ordering::Relaxed).max(1);
-        let kernel = if self.kernel.load(Ordering::Relaxed) == 1 { Kernel::Fast } else { Kernel::Reference };
+        let kernel = if self.kernel.load(Ordering::Relaxed) == 1 {
+            Kernel::Fast
+        } else {
+            Kernel::Reference
+        };
         let mut work = Work::default();
         loop {
-            let start = self.next_chunk.fetch_add(1, Ordering::Relaxed).saturating_mul(chunk);
+            let start = self
+                .next_chunk
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_mul(chunk);
             if start >= limit {
                 break;
             }
@@ -210,7 +225,11 @@ impl CycleShared {
 ///
 /// # Safety
 /// As [`CycleShared::process`].
-pub(crate) unsafe fn work_and_record(shared: &CycleShared, slot: Option<usize>, record: &mut ThreadRecord) {
+pub(crate) unsafe fn work_and_record(
+    shared: &CycleShared,
+    slot: Option<usize>,
+    record: &mut ThreadRecord,
+) {
     let cpu0 = thread_cpu_ns();
     record.cpu_start = current_cpu();
     let work = match slot {

@@ -130,7 +130,9 @@ impl Renderer {
             self.burst_frames_left = (BURST_SECONDS * f64::from(self.sample_rate)) as u64;
         }
         let burst = self.burst_frames_left > 0;
-        let wanted = c.sines.saturating_add(if burst { c.burst_sines } else { 0 });
+        let wanted = c
+            .sines
+            .saturating_add(if burst { c.burst_sines } else { 0 });
         let active = wanted.min(self.shared.partials());
         if active != self.prev_active {
             // SAFETY: driver thread, between cycles (remaining == 0 since the last wait).
@@ -153,8 +155,12 @@ impl Renderer {
         s.render_limit.store(self.limit_high, Ordering::Relaxed);
         s.active.store(active, Ordering::Relaxed);
         s.chunk_size.store(c.chunk_size, Ordering::Relaxed);
-        s.kernel.store(matches!(c.kernel, xrunlab_dsp::Kernel::Fast) as u8, Ordering::Relaxed);
-        s.period_start_ns.store(cycle.period_start_ns, Ordering::Relaxed);
+        s.kernel.store(
+            matches!(c.kernel, xrunlab_dsp::Kernel::Fast) as u8,
+            Ordering::Relaxed,
+        );
+        s.period_start_ns
+            .store(cycle.period_start_ns, Ordering::Relaxed);
         s.pad_until_ns.store(pad_until, Ordering::Relaxed);
         s.next_chunk.store(0, Ordering::Relaxed);
         s.remaining.store(self.workers, Ordering::Relaxed);
@@ -163,7 +169,11 @@ impl Renderer {
             futex::wake_all(&s.generation);
         }
 
-        let mut record = ThreadRecord { seq: self.seq, wake_ns: cycle.wake_ns, ..ThreadRecord::default() };
+        let mut record = ThreadRecord {
+            seq: self.seq,
+            wake_ns: cycle.wake_ns,
+            ..ThreadRecord::default()
+        };
         if let Some(slot) = self.driver_slot {
             // SAFETY: the driver's own slot, during the cycle it just published.
             unsafe { work_and_record(s, Some(slot), &mut record) };
@@ -175,13 +185,18 @@ impl Renderer {
             }
             futex::wait(&s.remaining, r);
         }
-        let (out_l, out_r) = (&mut cycle.out_l[..frames_total], &mut cycle.out_r[..frames_total]);
+        let (out_l, out_r) = (
+            &mut cycle.out_l[..frames_total],
+            &mut cycle.out_r[..frames_total],
+        );
         // SAFETY: remaining == 0 was read with Acquire: every worker is done with its slot.
         unsafe { s.mix(&mut out_l[..frames], &mut out_r[..frames]) };
         out_l[frames..].fill(0.0);
         out_r[frames..].fill(0.0);
         let input_peak = cycle.input.map(|(l, r)| {
-            l.iter().chain(r.iter()).fold(0.0f32, |m, v| if v.abs() > m { v.abs() } else { m })
+            l.iter()
+                .chain(r.iter())
+                .fold(0.0f32, |m, v| if v.abs() > m { v.abs() } else { m })
         });
         let render_end = now_ns();
         let late = render_end > cycle.deadline_ns;
@@ -213,6 +228,9 @@ impl Renderer {
         if pad_until > render_end {
             spin_until(pad_until);
         }
-        CycleOutcome { render_end_ns: render_end, late }
+        CycleOutcome {
+            render_end_ns: render_end,
+            late,
+        }
     }
 }

@@ -24,6 +24,11 @@ pub fn wait(word: &AtomicU32, expected: u32) {
 pub fn wake_all(word: &AtomicU32) {
     // SAFETY: `word` is a live, aligned u32; FUTEX_WAKE_PRIVATE does not touch memory.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX);
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+        );
     }
 }

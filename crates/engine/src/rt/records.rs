@@ -74,7 +74,13 @@ pub struct RecordRx<T> {
 pub fn record_ring<T>() -> (RecordTx<T>, RecordRx<T>) {
     let (tx, rx) = rtrb::RingBuffer::new(RING_CAPACITY);
     let drops = std::sync::Arc::new(AtomicU64::new(0));
-    (RecordTx { tx, drops: drops.clone() }, RecordRx { rx, drops })
+    (
+        RecordTx {
+            tx,
+            drops: drops.clone(),
+        },
+        RecordRx { rx, drops },
+    )
 }
 
 impl<T> RecordTx<T> {

@@ -1,0 +1,106 @@
+//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as a table (and JSON); runs on the main thread.
+
+use crate::cli::BenchArgs;
+use crate::Failure;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+use xrunlab_dsp::measure::{kernel_throughput, KernelFigures};
+use xrunlab_dsp::{Chord, Kernel};
+use xrunlab_engine::device::sim::SimDevice;
+use xrunlab_engine::{Engine, EngineConfig, Percentiles};
+use xrunlab_sys::Provenance;
+
+/// The engine's own cost: a render with nothing to compute.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverheadFigures {
+    pub sines: usize,
+    pub threads: usize,
+    pub buffer_frames: u32,
+    pub buffers: usize,
+    /// Render start to end (wake workers, wait, mix, record), microseconds.
+    pub render_us: Percentiles,
+    /// Worker wake-up latency, microseconds.
+    pub worker_wake_us: Percentiles,
+    /// The driver's scheduling as obtained.
+    pub driver_sched: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct BenchResult {
+    schema: &'static str,
+    provenance: Provenance,
+    kernels: Vec<KernelFigures>,
+    fast_over_reference: f64,
+    overhead: OverheadFigures,
+}
+
+fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
+    let mut config = EngineConfig::default();
+    config.sines = 0;
+    config.burst_sines = 0;
+    config.threads = 2;
+    config.buffer_frames = 128;
+    let device = SimDevice::new(config.sample_rate, config.buffer_frames, false);
+    let mut engine = Engine::start(config, Box::new(device)).map_err(|e| Failure::Runtime(e.to_string()))?;
+    let mut render = Vec::new();
+    let mut wake = Vec::new();
+    let t0 = Instant::now();
+    let mut sink = |b: &xrunlab_engine::BufferReport| {
+        render.push(b.render_end_ns.saturating_sub(b.render_start_ns) as f64 / 1e3);
+        wake.extend(b.threads.iter().filter(|t| t.index > 0).map(|t| t.wake_latency_ns as f64 / 1e3));
+    };
+    while t0.elapsed() < duration {
+        std::thread::sleep(Duration::from_millis(20));
+        engine.drain(&mut sink);
+    }
+    let driver_sched = engine.threads().first().map(|t| t.sched.obtained.clone()).unwrap_or_default();
+    engine.stop(&mut sink);
+    Ok(OverheadFigures {
+        sines: 0,
+        threads: 2,
+        buffer_frames: 128,
+        buffers: render.len(),
+        render_us: Percentiles::of(&mut render),
+        worker_wake_us: Percentiles::of(&mut wake),
+        driver_sched,
+    })
+}
+
+pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
+    let provenance = Provenance::collect(env!("CARGO_PKG_VERSION"), xrunlab_sys::default_proc_root(), xrunlab_sys::default_sys_root());
+    let (kernel_time, overhead_time) =
+        if args.quick { (Duration::from_millis(300), Duration::from_secs(1)) } else { (Duration::from_secs(2), Duration::from_secs(5)) };
+    let sines = Chord::partials_per_copy(48_000);
+    println!("kernel throughput on one core ({sines} sines x 128 frames at 48 kHz, {} per kernel)", humantime::format_duration(kernel_time));
+    println!("  kernel      ns/partial-sample   Mpartial-samples/s/core   sines/core in real time");
+    let mut kernels = Vec::new();
+    for kernel in [Kernel::Reference, Kernel::Fast] {
+        let f = kernel_throughput(kernel, sines, 128, kernel_time);
+        println!(
+            "  {:<10} {:>18.3} {:>25.1} {:>25.0}",
+            f.kernel,
+            f.ns_per_partial_sample,
+            f.partial_samples_per_sec / 1e6,
+            f.max_sines_at_48k_128
+        );
+        kernels.push(f);
+    }
+    let ratio = kernels[1].partial_samples_per_sec / kernels[0].partial_samples_per_sec.max(1.0);
+    println!("  fast / reference throughput: {ratio:.1}x (target: at least 20x)");
+    println!();
+    let o = overhead(overhead_time)?;
+    println!(
+        "engine overhead: {} sines, {} threads, buffer {} frames, {} buffers on the simulated device (driver {})",
+        o.sines, o.threads, o.buffer_frames, o.buffers, o.driver_sched
+    );
+    println!("  render (wake, wait, mix, record)  p50 {:.1} us  p99 {:.1} us  max {:.1} us  (targets: p50 < 20 us, p99 < 100 us)", o.render_us.p50, o.render_us.p99, o.render_us.max);
+    println!("  worker wake-up latency            p50 {:.1} us  p99 {:.1} us  max {:.1} us", o.worker_wake_us.p50, o.worker_wake_us.p99, o.worker_wake_us.max);
+    if let Some(path) = &args.json {
+        let mut provenance = provenance;
+        provenance.finish();
+        let result = BenchResult { schema: "xrunlab.bench/1", provenance, kernels, fast_over_reference: ratio, overhead: o };
+        let text = serde_json::to_string_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;
+        std::fs::write(path, text + "\n").map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+    }
+    Ok(())
+}

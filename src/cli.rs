@@ -1,0 +1,352 @@
+//! Command-line arguments (clap derive) and their conversion into an engine configuration; runs on the main thread.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+use xrunlab_engine::config::{DriverMode, EngineConfig, Preset};
+use xrunlab_sys::sched::RtPolicy;
+
+/// xrunlab: a lab for real-time audio performance on Linux multi-core machines.
+///
+/// With no subcommand it starts the engine on the default device and serves
+/// the live dashboard.
+#[derive(Debug, Parser)]
+#[command(name = "xrunlab", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the live dashboard (the default when no subcommand is given).
+    Dashboard(DashboardArgs),
+    /// Run the engine headless for a duration and print a summary.
+    Run(RunArgs),
+    /// Render the chord offline, as fast as possible, into a WAV file.
+    Render(RenderArgs),
+    /// Measure kernel throughput and engine overhead, and print a table.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DashboardArgs {
+    /// Port to listen on; 0 picks a free one.
+    #[arg(long, default_value_t = 8517)]
+    pub port: u16,
+    /// Address to listen on. Anything but loopback exposes the engine's controls to the network.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub listen: std::net::IpAddr,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How long to run, e.g. 10s, 500ms, 2m.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Write the full result (summary, scheduling obtained, provenance) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write one CSV row per buffer.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Trigger a burst at this interval, e.g. 2s.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub burst_every: Option<Duration>,
+    /// Fault injection: make a render busy-wait this long (use with --stall-every).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall_every")]
+    pub stall: Option<Duration>,
+    /// Fault injection interval.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall")]
+    pub stall_every: Option<Duration>,
+    /// Print only the summary (no progress line).
+    #[arg(long, short)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// WAV file to write (32-bit float, stereo).
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Audio duration to render.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Write the run result as JSON too.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Shorter measurements (for a quick look; noisier).
+    #[arg(long)]
+    pub quick: bool,
+    /// Write the figures as JSON too.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DeviceKind {
+    /// The built-in simulated device: a real-time clock thread.
+    Sim,
+    /// A JACK server (JACK2, or PipeWire through pw-jack).
+    Jack,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PresetArg {
+    Standard,
+    Optimal,
+    Custom,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DriverModeArg {
+    /// The driver thread is one of the processing threads.
+    ProcessesSines,
+    /// The driver only wakes workers, waits and mixes.
+    WaitsForWorkers,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KernelArg {
+    Reference,
+    Fast,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+/// Every engine control. Unset flags keep the preset's (or the default) value.
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// Audio device.
+    #[arg(long, value_enum, default_value_t = DeviceKind::Sim, help_heading = "Device")]
+    pub device: DeviceKind,
+    /// Sample rate in Hz, 8000..=384000 (a JACK server imposes its own).
+    #[arg(long, value_name = "HZ", help_heading = "Device")]
+    pub rate: Option<u32>,
+    /// Buffer size in frames, 16..=8192 (with JACK: ask the server for it).
+    #[arg(long, value_name = "FRAMES", help_heading = "Device")]
+    pub buffer: Option<u32>,
+    /// Enable audio input (a test tone on the simulated device), shown by a meter.
+    #[arg(long, help_heading = "Device")]
+    pub input: bool,
+    /// JACK server name (sets JACK_DEFAULT_SERVER).
+    #[arg(long, value_name = "NAME", help_heading = "Device")]
+    pub jack_server: Option<String>,
+    /// JACK client name.
+    #[arg(long, value_name = "NAME", default_value = "xrunlab", help_heading = "Device")]
+    pub jack_client: String,
+    /// Connect the JACK ports to the system ports.
+    #[arg(long, help_heading = "Device")]
+    pub jack_connect: bool,
+
+    /// Start from a preset; other flags then override its fields.
+    #[arg(long, value_enum, help_heading = "Workload")]
+    pub preset: Option<PresetArg>,
+    /// Sustained sine count (the N lowest partials).
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub sines: Option<usize>,
+    /// Extra sines during a burst.
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub burst_sines: Option<usize>,
+    /// Oscillator kernel.
+    #[arg(long, value_enum, help_heading = "Workload")]
+    pub kernel: Option<KernelArg>,
+    /// Partials per atomic work claim.
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub chunk_size: Option<usize>,
+
+    /// Processing threads, 1..=64 (the driver counts when it processes sines).
+    #[arg(long, value_name = "N", help_heading = "Threads and workarounds")]
+    pub threads: Option<usize>,
+    /// Driver thread mode.
+    #[arg(long, value_enum, help_heading = "Threads and workarounds")]
+    pub driver_mode: Option<DriverModeArg>,
+    /// Minimum load in percent of the buffer, 0..=100 (low-energy padding, not counted as load).
+    #[arg(long, value_name = "PCT", help_heading = "Threads and workarounds")]
+    pub min_load: Option<f32>,
+    /// Busy threads, 0..=4.
+    #[arg(long, value_name = "N", help_heading = "Threads and workarounds")]
+    pub busy_threads: Option<u32>,
+    /// Busy thread period in ms, 5..=100.
+    #[arg(long, value_name = "MS", help_heading = "Threads and workarounds")]
+    pub busy_period: Option<u32>,
+    /// Busy thread duty in percent, 0..=100.
+    #[arg(long, value_name = "PCT", help_heading = "Threads and workarounds")]
+    pub busy_duty: Option<f32>,
+    /// Work interval: on Linux, audio threads ask for uclamp.min.
+    #[arg(long, value_enum, help_heading = "Threads and workarounds")]
+    pub work_interval: Option<OnOff>,
+
+    /// SCHED_FIFO priority for audio threads, 1..=99.
+    #[arg(long, value_name = "N", conflicts_with = "no_rt", help_heading = "Real-time")]
+    pub priority: Option<u8>,
+    /// Use SCHED_RR instead of SCHED_FIFO.
+    #[arg(long, conflicts_with = "no_rt", help_heading = "Real-time")]
+    pub rr: bool,
+    /// Leave audio threads SCHED_OTHER.
+    #[arg(long, help_heading = "Real-time")]
+    pub no_rt: bool,
+    /// SCHED_DEADLINE for audio threads (period = buffer duration).
+    #[arg(long, help_heading = "Real-time")]
+    pub deadline: bool,
+    /// SCHED_DEADLINE runtime in percent of the period, 1..=100.
+    #[arg(long, value_name = "PCT", requires = "deadline", help_heading = "Real-time")]
+    pub deadline_runtime: Option<f32>,
+    /// uclamp.min requested while the work interval is on, 0..=1024.
+    #[arg(long, value_name = "N", help_heading = "Real-time")]
+    pub uclamp_min: Option<u32>,
+    /// CPUs audio threads may run on, e.g. 0-3,6.
+    #[arg(long, value_name = "LIST", help_heading = "Real-time")]
+    pub cpus: Option<String>,
+    /// Pin each audio thread to one CPU (round robin over --cpus, or all CPUs).
+    #[arg(long, help_heading = "Real-time")]
+    pub pin: bool,
+    /// Lock all memory (mlockall).
+    #[arg(long, help_heading = "Real-time")]
+    pub mlock: bool,
+    /// Hold /dev/cpu_dma_latency at 0 us (keeps CPUs out of deep idle states).
+    #[arg(long, help_heading = "Real-time")]
+    pub pm_qos: bool,
+}
+
+/// A usage error: what was wrong and what is allowed.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 10s, 500ms, 2m)"))?;
+    if d.is_zero() {
+        return Err("the duration must be longer than 0 (write e.g. 10s, 500ms, 2m)".into());
+    }
+    Ok(d)
+}
+
+impl EngineArgs {
+    /// The engine configuration these flags describe, validated.
+    pub fn to_config(&self, base: EngineConfig) -> Result<EngineConfig, UsageError> {
+        let mut c = base;
+        if let Some(p) = self.preset {
+            c.apply_preset(match p {
+                PresetArg::Standard => Preset::Standard,
+                PresetArg::Optimal => Preset::Optimal,
+                PresetArg::Custom => Preset::Custom,
+            });
+        }
+        if let Some(v) = self.rate {
+            c.sample_rate = v;
+        }
+        if let Some(v) = self.buffer {
+            c.buffer_frames = v;
+        }
+        c.input |= self.input;
+        if let Some(v) = self.sines {
+            c.sines = v;
+        }
+        if let Some(v) = self.burst_sines {
+            c.burst_sines = v;
+        }
+        if let Some(k) = self.kernel {
+            c.kernel = match k {
+                KernelArg::Reference => xrunlab_dsp::Kernel::Reference,
+                KernelArg::Fast => xrunlab_dsp::Kernel::Fast,
+            };
+        }
+        if let Some(v) = self.chunk_size {
+            c.chunk_size = v;
+        }
+        if let Some(v) = self.threads {
+            c.threads = v;
+        }
+        if let Some(m) = self.driver_mode {
+            c.driver_mode = match m {
+                DriverModeArg::ProcessesSines => DriverMode::ProcessesSines,
+                DriverModeArg::WaitsForWorkers => DriverMode::WaitsForWorkers,
+            };
+        }
+        if let Some(v) = self.min_load {
+            c.min_load_pct = v;
+        }
+        if let Some(v) = self.busy_threads {
+            c.busy.count = v;
+        }
+        if let Some(v) = self.busy_period {
+            c.busy.period_ms = v;
+        }
+        if let Some(v) = self.busy_duty {
+            c.busy.duty_pct = v;
+        }
+        if let Some(v) = self.work_interval {
+            c.work_interval = v == OnOff::On;
+        }
+        if self.no_rt {
+            c.rt.priority = None;
+        }
+        if let Some(p) = self.priority {
+            c.rt.priority = Some(p);
+        }
+        if self.rr {
+            c.rt.policy = RtPolicy::RoundRobin;
+        }
+        c.rt.deadline |= self.deadline;
+        if let Some(v) = self.deadline_runtime {
+            c.rt.deadline_runtime_pct = v;
+        }
+        if let Some(v) = self.uclamp_min {
+            c.rt.uclamp_min = v;
+        }
+        if let Some(list) = &self.cpus {
+            let cpus = xrunlab_sys::cpu::parse_cpu_list(list)
+                .map_err(|e| UsageError(format!("invalid --cpus {list:?}: {e} (write e.g. 0-3,6)")))?;
+            c.rt.cpus = Some(cpus);
+        }
+        c.rt.pin |= self.pin;
+        c.rt.mlock |= self.mlock;
+        c.rt.pm_qos |= self.pm_qos;
+        c.validate().map_err(|e| UsageError(flag_error(&e)))?;
+        Ok(c)
+    }
+}
+
+/// Names the command-line flag for an engine field in a validation error.
+fn flag_error(e: &xrunlab_engine::ConfigError) -> String {
+    let flag = match e.field.as_str() {
+        "sample_rate" => "--rate",
+        "buffer_frames" => "--buffer",
+        "sines" => "--sines",
+        "burst_sines" => "--burst-sines",
+        "chunk_size" => "--chunk-size",
+        "threads" => "--threads",
+        "min_load" => "--min-load",
+        "busy_threads" => "--busy-threads",
+        "busy_period_ms" => "--busy-period",
+        "busy_duty" => "--busy-duty",
+        "priority" => "--priority",
+        "deadline_runtime" => "--deadline-runtime",
+        "uclamp_min" => "--uclamp-min",
+        "cpus" => "--cpus",
+        other => other,
+    };
+    format!("invalid value '{}' for {flag}: allowed {}", e.value, e.allowed)
+}

@@ -1,0 +1,41 @@
+//! Opens the audio device a command asked for (simulated, or JACK when built with it); runs on the main thread.
+
+use crate::cli::{DeviceKind, EngineArgs};
+use crate::jack_support::{self, JackArgs};
+use xrunlab_engine::device::sim::SimDevice;
+use xrunlab_engine::{Device, EngineConfig};
+
+pub fn jack_args(args: &EngineArgs) -> JackArgs {
+    JackArgs {
+        server: args.jack_server.clone(),
+        client_name: args.jack_client.clone(),
+        connect: args.jack_connect,
+        buffer_request: args.buffer,
+    }
+}
+
+/// Opens `kind` for `config`. A JACK device starts at the server's rate and
+/// buffer size unless the user asked for a buffer size.
+pub fn open(kind: DeviceKind, args: &EngineArgs, config: &mut EngineConfig) -> Result<Box<dyn Device>, String> {
+    match kind {
+        DeviceKind::Sim => Ok(Box::new(SimDevice::new(config.sample_rate, config.buffer_frames, config.input))),
+        DeviceKind::Jack => {
+            let device = jack_support::open(&jack_args(args), config)?;
+            let info = device.info();
+            config.sample_rate = info.sample_rate;
+            if args.buffer.is_none() {
+                config.buffer_frames = info.buffer_frames;
+            }
+            Ok(device)
+        }
+    }
+}
+
+/// Device kinds this build can open.
+pub fn available() -> Vec<String> {
+    let mut v = vec!["sim".to_string()];
+    if jack_support::AVAILABLE {
+        v.push("jack".into());
+    }
+    v
+}

@@ -1,0 +1,166 @@
+//! The result file of a run (JSON): provenance, settings, scheduling obtained, summary, device counters, end reason; built on the main thread.
+
+use serde::Serialize;
+use std::path::Path;
+use xrunlab_engine::{DeviceInfo, Engine, EngineConfig, ProcessRt, Summary, ThreadInfo};
+use xrunlab_sys::procfs::ThreadStat;
+use xrunlab_sys::Provenance;
+
+/// Version of this file's layout; bump on incompatible change.
+pub const SCHEMA: &str = "xrunlab.run/1";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    pub kernel: &'static str,
+    pub sines: usize,
+    pub burst_sines: usize,
+    pub partials_per_chord: usize,
+    pub chord_copies_built: usize,
+    pub chord_copies_in_play: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceCounters {
+    /// Xruns the server reported.
+    pub server_xruns: u64,
+    /// Periods the device skipped after late renders.
+    pub skipped_periods: u64,
+    /// The server's own DSP load (percent, smoothed by the server) at the end.
+    pub server_dsp_load_pct: Option<f32>,
+}
+
+/// Per-thread kernel counters over the run (deltas from /proc).
+#[derive(Debug, Clone, Serialize)]
+pub struct OsThreadStats {
+    pub index: usize,
+    pub tid: i32,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub runqueue_wait_ms: f64,
+    pub run_ms: f64,
+    pub kernel_migrations: Option<u64>,
+    pub user_ms: f64,
+    pub system_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Scheduling {
+    pub threads: Vec<ThreadInfo>,
+    pub process: ProcessRt,
+    pub os_stats: Vec<OsThreadStats>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EndOfRun {
+    /// Why the run ended.
+    pub reason: String,
+    /// False when the run ended through a failure.
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// Seconds since the run started.
+    pub t_s: f64,
+    pub kind: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub schema: &'static str,
+    pub provenance: Provenance,
+    pub preset: &'static str,
+    pub config: EngineConfig,
+    pub device: DeviceInfo,
+    pub workload: Workload,
+    pub scheduling: Scheduling,
+    pub summary: Summary,
+    pub device_counters: DeviceCounters,
+    pub ring_drops: u64,
+    pub events: Vec<Event>,
+    pub end: EndOfRun,
+}
+
+/// What took effect for real-time settings that did not: one line each, for the summary and the JSON.
+pub fn warnings(threads: &[ThreadInfo], process: &ProcessRt, info: &DeviceInfo) -> Vec<String> {
+    use xrunlab_sys::Outcome;
+    let mut out = Vec::new();
+    for t in threads {
+        let who = thread_name(t.index);
+        if t.index == 0 && !info.driver_thread_is_ours {
+            continue;
+        }
+        for (what, o) in [("priority", &t.sched.priority), ("SCHED_DEADLINE", &t.sched.deadline), ("uclamp.min", &t.sched.uclamp), ("affinity", &t.sched.affinity)] {
+            match o {
+                Outcome::Refused { reason, fallback } => out.push(format!("{who}: {what} refused ({reason}); running with {fallback}")),
+                Outcome::Unsupported { reason } => out.push(format!("{who}: {what} {reason}; running with {}", t.sched.obtained)),
+                _ => {}
+            }
+        }
+    }
+    for (what, o) in [("mlockall", &process.mlock), ("PM QoS (/dev/cpu_dma_latency)", &process.pm_qos)] {
+        match o {
+            Outcome::Refused { reason, fallback } => out.push(format!("{what} refused ({reason}); {fallback}")),
+            Outcome::Unsupported { reason } => out.push(format!("{what}: {reason}")),
+            _ => {}
+        }
+    }
+    out
+}
+
+pub fn thread_name(index: usize) -> String {
+    if index == 0 {
+        "driver".into()
+    } else {
+        format!("worker {index}")
+    }
+}
+
+/// /proc counters of each audio thread since it started; threads that are gone are skipped.
+pub fn os_stats(threads: &[ThreadInfo]) -> Vec<OsThreadStats> {
+    let pid = std::process::id() as i32;
+    let root = xrunlab_sys::default_proc_root();
+    threads
+        .iter()
+        .filter_map(|t| {
+            let now = xrunlab_sys::read_thread_stat(root, pid, t.tid).ok()?;
+            let start = t.stat_at_start.unwrap_or_default();
+            Some(delta(t, &start, &now))
+        })
+        .collect()
+}
+
+fn delta(t: &ThreadInfo, a: &ThreadStat, b: &ThreadStat) -> OsThreadStats {
+    OsThreadStats {
+        index: t.index,
+        tid: t.tid,
+        voluntary_switches: b.voluntary_switches.saturating_sub(a.voluntary_switches),
+        involuntary_switches: b.involuntary_switches.saturating_sub(a.involuntary_switches),
+        runqueue_wait_ms: b.runqueue_wait_ns.saturating_sub(a.runqueue_wait_ns) as f64 / 1e6,
+        run_ms: b.run_ns.saturating_sub(a.run_ns) as f64 / 1e6,
+        kernel_migrations: b.migrations.zip(a.migrations).map(|(b, a)| b.saturating_sub(a)),
+        user_ms: b.utime_ns.saturating_sub(a.utime_ns) as f64 / 1e6,
+        system_ms: b.stime_ns.saturating_sub(a.stime_ns) as f64 / 1e6,
+    }
+}
+
+/// Everything but the summary and end, read from a running engine.
+pub fn workload(engine: &Engine) -> Workload {
+    let c = engine.config();
+    let (built, per_copy) = engine.chord_copies();
+    Workload {
+        kernel: c.kernel.name(),
+        sines: c.sines,
+        burst_sines: c.burst_sines,
+        partials_per_chord: per_copy,
+        chord_copies_built: built,
+        chord_copies_in_play: engine.copies_in_play(c.sines + c.burst_sines),
+    }
+}
+
+/// Writes `result` as pretty JSON to `path`.
+pub fn write_json(path: &Path, result: &RunResult) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(result).map_err(|e| format!("cannot serialize the result: {e}"))?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

@@ -1,0 +1,103 @@
+//! The human-readable run summary printed at the end of `run` and `render`; runs on the main thread.
+
+use crate::result::{thread_name, RunResult};
+use std::fmt::Write;
+use xrunlab_engine::Percentiles;
+
+fn pct(p: &Percentiles) -> String {
+    format!("p50 {:.1} %  p99 {:.1} %  max {:.1} %", p.p50, p.p99, p.max)
+}
+
+fn us(p: &Percentiles) -> String {
+    if p.count == 0 {
+        return "no samples".into();
+    }
+    format!("p50 {:.0} us  p99 {:.0} us  max {:.0} us", p.p50, p.p99, p.max)
+}
+
+/// The summary as lines of text.
+pub fn render(r: &RunResult) -> String {
+    let mut s = String::new();
+    let d = &r.device;
+    let period_ms = f64::from(d.buffer_frames) * 1e3 / f64::from(d.sample_rate.max(1));
+    let _ = writeln!(
+        s,
+        "device    {} ({}), {} Hz, {} frames ({period_ms:.3} ms); driver thread: {}",
+        d.kind, d.name, d.sample_rate, d.buffer_frames, d.driver_thread
+    );
+    let w = &r.workload;
+    let _ = writeln!(
+        s,
+        "workload  {} sines (+{} in bursts), {} kernel; chord copies in play: {} of {} built ({} partials per chord)",
+        w.sines, w.burst_sines, w.kernel, w.chord_copies_in_play, w.chord_copies_built, w.partials_per_chord
+    );
+    let c = &r.config;
+    let _ = writeln!(
+        s,
+        "settings  preset {}; {} processing threads, driver {}, min load {} %, busy threads {} ({} ms, {} %), work interval {}",
+        r.preset,
+        c.threads,
+        c.driver_mode.name(),
+        c.min_load_pct,
+        c.busy.count,
+        c.busy.period_ms,
+        c.busy.duty_pct,
+        if c.work_interval { "on" } else { "off" }
+    );
+    for t in &r.scheduling.threads {
+        let _ = writeln!(s, "thread    {:<9} tid {:<7} {}", thread_name(t.index), t.tid, t.sched.obtained);
+    }
+    for w in &r.scheduling.warnings {
+        let _ = writeln!(s, "warning   {w}");
+    }
+    let m = &r.summary;
+    let dc = &r.device_counters;
+    let _ = writeln!(
+        s,
+        "buffers   {} ({:.1} s of audio)  dropouts {} (late renders {}, server xruns {}, skipped periods {})  ring drops {}",
+        m.buffers, m.audio_seconds, m.dropouts, m.late_renders, dc.server_xruns, dc.skipped_periods, r.ring_drops
+    );
+    if let Some(load) = dc.server_dsp_load_pct {
+        let _ = writeln!(s, "server    DSP load {load:.1} % (the server's smoothed average)");
+    }
+    let _ = writeln!(s, "load      {}", pct(&m.load_pct));
+    let _ = writeln!(s, "wake-up   driver {}", us(&m.driver_wake_latency_us));
+    let _ = writeln!(s, "          workers {}", us(&m.worker_wake_latency_us));
+    let _ = writeln!(s, "threads   #  role      share    cpus (buffers)          migrations  wake p50/p99/max us   cpu ms");
+    for t in &m.threads {
+        let cpus: Vec<String> = t.cpus.iter().map(|(cpu, n)| format!("{cpu}({n})")).collect();
+        let os = r.scheduling.os_stats.iter().find(|o| o.index == t.index);
+        let migrations = match os.and_then(|o| o.kernel_migrations) {
+            Some(k) => format!("{} ({k} kernel)", t.observed_migrations),
+            None => t.observed_migrations.to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "          {:<2} {:<9} {:>5.1} %  {:<23} {:<11} {:.0}/{:.0}/{:.0}{:>14.1}",
+            t.index,
+            thread_name(t.index),
+            t.share_pct,
+            cpus.join(" "),
+            migrations,
+            t.wake_latency_us.p50,
+            t.wake_latency_us.p99,
+            t.wake_latency_us.max,
+            t.cpu_time_ms
+        );
+    }
+    for o in &r.scheduling.os_stats {
+        let _ = writeln!(
+            s,
+            "os        {:<9} context switches {} voluntary, {} involuntary; run-queue wait {:.1} ms",
+            thread_name(o.index),
+            o.voluntary_switches,
+            o.involuntary_switches,
+            o.runqueue_wait_ms
+        );
+    }
+    if let Some(p) = m.input_peak {
+        let _ = writeln!(s, "input     peak {:.1} dBFS", 20.0 * f64::from(p.max(1e-10)).log10());
+    }
+    let _ = writeln!(s, "end       {}", r.end.reason);
+    s
+}
