@@ -178,7 +178,7 @@ pub struct EngineArgs {
     #[arg(long, value_enum, help_heading = "Threads and workarounds")]
     pub driver_mode: Option<DriverModeArg>,
     /// Minimum load in percent of the buffer, 0..=100 (low-energy padding, not counted as load).
-    #[arg(long, value_name = "PCT", help_heading = "Threads and workarounds")]
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true, help_heading = "Threads and workarounds")]
     pub min_load: Option<f32>,
     /// Busy threads, 0..=4.
     #[arg(long, value_name = "N", help_heading = "Threads and workarounds")]
@@ -187,7 +187,7 @@ pub struct EngineArgs {
     #[arg(long, value_name = "MS", help_heading = "Threads and workarounds")]
     pub busy_period: Option<u32>,
     /// Busy thread duty in percent, 0..=100.
-    #[arg(long, value_name = "PCT", help_heading = "Threads and workarounds")]
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true, help_heading = "Threads and workarounds")]
     pub busy_duty: Option<f32>,
     /// Work interval: on Linux, audio threads ask for uclamp.min.
     #[arg(long, value_enum, help_heading = "Threads and workarounds")]
@@ -206,7 +206,7 @@ pub struct EngineArgs {
     #[arg(long, help_heading = "Real-time")]
     pub deadline: bool,
     /// SCHED_DEADLINE runtime in percent of the period, 1..=100.
-    #[arg(long, value_name = "PCT", requires = "deadline", help_heading = "Real-time")]
+    #[arg(long, value_name = "PCT", requires = "deadline", allow_negative_numbers = true, help_heading = "Real-time")]
     pub deadline_runtime: Option<f32>,
     /// uclamp.min requested while the work interval is on, 0..=1024.
     #[arg(long, value_name = "N", help_heading = "Real-time")]

@@ -31,3 +31,10 @@ impl Drop for RtSection {
         IN_RT_SECTION.with(|c| c.set(false));
     }
 }
+
+/// Runs `f` inside a real-time section on the calling thread. For tests that
+/// check the probe itself; the engine marks its own sections.
+pub fn with_rt_section_for_tests<R>(f: impl FnOnce() -> R) -> R {
+    let _section = RtSection::enter();
+    f()
+}

@@ -1,0 +1,185 @@
+//! The render cycle's observable behaviour: dropout detection and catch-up, work distribution, driver modes, live changes and restarts, offline rendering.
+
+use crate::harness::{collect, config, start};
+use std::time::Duration;
+use xrunlab_engine::device::offline::OfflineDevice;
+use xrunlab_engine::{DriverMode, Engine};
+
+#[test]
+fn injected_stalls_give_exactly_one_dropout_each() {
+    // 512 frames = 10.67 ms per period: far more than this VM's worst timer
+    // jitter, so only the injected 16 ms stalls can make a render late.
+    let mut engine = start(config(0, 2, 512));
+    let mut seen = collect(&mut engine, Duration::from_millis(200));
+    for _ in 0..3 {
+        engine.inject_stall(16_000_000);
+        seen.extend(collect(&mut engine, Duration::from_millis(150)));
+    }
+    let skipped = engine.signals().skipped_periods();
+    engine.stop(|b| seen.push(b.clone()));
+    let late: Vec<_> = seen.iter().filter(|b| b.late).collect();
+    assert_eq!(
+        late.len(),
+        3,
+        "late renders: {:?}",
+        late.iter().map(|b| b.seq).collect::<Vec<_>>()
+    );
+    assert_eq!(seen.iter().filter(|b| b.dropout()).count(), 3);
+    for b in &late {
+        assert!(
+            b.load() > 1.4,
+            "a 16 ms stall in a 10.67 ms buffer shows as ~150 % load, got {}",
+            b.load()
+        );
+    }
+    // Each stall ends 5.3 ms past its deadline, before the next boundary: one period skipped.
+    assert_eq!(skipped, 3);
+    // Sequence numbers stay contiguous: skipped periods are not rendered.
+    assert!(seen.windows(2).all(|w| w[1].seq == w[0].seq + 1));
+}
+
+#[test]
+fn work_shares_add_up_to_the_active_sines_in_both_driver_modes() {
+    for mode in [DriverMode::ProcessesSines, DriverMode::WaitsForWorkers] {
+        let mut c = config(1000, 3, 256);
+        c.driver_mode = mode;
+        c.chunk_size = 64;
+        let mut engine = start(c.clone());
+        let seen = collect(&mut engine, Duration::from_millis(600));
+        let threads = engine.threads();
+        engine.stop(|_| {});
+        assert_eq!(
+            threads.len(),
+            c.realtime_threads(),
+            "{mode:?}: one report per audio thread"
+        );
+        let complete: Vec<_> = seen
+            .iter()
+            .filter(|b| b.threads.len() == c.realtime_threads())
+            .collect();
+        assert!(
+            complete.len() > 50,
+            "{mode:?}: {} complete buffers",
+            complete.len()
+        );
+        for b in &complete {
+            let sum: u32 = b.threads.iter().map(|t| t.sines).sum();
+            assert_eq!(
+                sum, b.active_sines,
+                "{mode:?}: shares of buffer {} add up",
+                b.seq
+            );
+            let chunks: u32 = b.threads.iter().map(|t| t.chunks).sum();
+            assert_eq!(
+                chunks,
+                1000u32.div_ceil(64),
+                "{mode:?}: every chunk claimed once"
+            );
+        }
+        let driver_sines: u32 = complete.iter().map(|b| b.threads[0].sines).sum();
+        match mode {
+            DriverMode::WaitsForWorkers => {
+                assert_eq!(driver_sines, 0, "a waiting driver computes nothing")
+            }
+            DriverMode::ProcessesSines => {
+                assert!(driver_sines > 0, "a processing driver takes chunks")
+            }
+        }
+    }
+}
+
+#[test]
+fn live_changes_apply_without_restart_and_structural_ones_restart() {
+    let mut c = config(100, 2, 128);
+    let mut engine = start(c.clone());
+    let mut seen = collect(&mut engine, Duration::from_millis(200));
+    c.sines = 700;
+    c.min_load_pct = 30.0;
+    c.busy.count = 2;
+    let applied = engine.apply(c.clone(), |b| seen.push(b.clone())).unwrap();
+    assert!(!applied.restarted);
+    assert_eq!(engine.busy_threads(), 2);
+    seen.extend(collect(&mut engine, Duration::from_millis(200)));
+    assert!(seen.iter().all(|b| b.epoch == 0));
+    assert_eq!(seen.last().unwrap().active_sines, 700);
+    // Minimum load pads every thread past 30 % of the buffer, but is not load.
+    let last = seen.last().unwrap();
+    assert!(
+        last.threads.iter().all(|t| t.busy_ns < 2_666_666),
+        "padding is not counted as work"
+    );
+
+    c.threads = 3;
+    c.driver_mode = DriverMode::WaitsForWorkers;
+    let applied = engine.apply(c.clone(), |b| seen.push(b.clone())).unwrap();
+    assert!(applied.restarted);
+    seen.extend(collect(&mut engine, Duration::from_millis(200)));
+    let after: Vec<_> = seen.iter().filter(|b| b.epoch == 1).collect();
+    assert!(after.len() > 20);
+    assert!(after.iter().all(|b| b.threads.len() <= 4));
+    assert_eq!(
+        engine.threads().len(),
+        4,
+        "driver + 3 workers after the restart"
+    );
+
+    let mut bad = c.clone();
+    bad.threads = 0;
+    let err = engine.apply(bad, |_| {}).unwrap_err();
+    assert!(err.to_string().contains("threads"), "{err}");
+    assert_eq!(
+        engine.config().threads,
+        3,
+        "a rejected change leaves everything as it was"
+    );
+    engine.stop(|_| {});
+}
+
+#[test]
+fn sines_beyond_the_built_chord_grow_it_by_restarting() {
+    let mut c = config(100, 2, 256);
+    c.burst_sines = 0;
+    let mut engine = start(c.clone());
+    assert_eq!(engine.chord_copies().0, 1);
+    c.sines = 5000;
+    c.kernel = xrunlab_dsp::Kernel::Fast;
+    let applied = engine.apply(c, |_| {}).unwrap();
+    assert!(applied.restarted);
+    assert!(engine.chord_copies().0 >= 3);
+    assert_eq!(engine.copies_in_play(5000), 3);
+    let seen = collect(&mut engine, Duration::from_millis(200));
+    engine.stop(|_| {});
+    assert!(seen.iter().any(|b| b.active_sines == 5000));
+}
+
+#[test]
+fn the_offline_device_renders_the_whole_file() {
+    let path = std::env::temp_dir().join(format!("xrunlab-offline-{}.wav", std::process::id()));
+    let mut c = config(40, 2, 256);
+    c.rt.priority = None;
+    let device = OfflineDevice::new(48_000, 256, 48_000, path.clone());
+    let mut engine = Engine::start(c, Box::new(device)).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..500 {
+        engine.drain(|b| seen.push(b.clone()));
+        if engine.device_ended().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let reason = engine.device_ended().expect("offline render finishes");
+    engine.stop(|b| seen.push(b.clone()));
+    assert!(reason.contains("48000 frames"), "{reason}");
+    let reader = hound::WavReader::open(&path).unwrap();
+    assert_eq!(reader.spec().channels, 2);
+    assert_eq!(reader.len(), 96_000);
+    assert_eq!(
+        seen.iter().map(|b| u64::from(b.frames)).sum::<u64>(),
+        48_000
+    );
+    assert!(
+        seen.iter().all(|b| !b.late),
+        "offline renders have no deadline"
+    );
+    let _ = std::fs::remove_file(path);
+}

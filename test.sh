@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh Debian/Ubuntu machine (jackd2 with
+# libjack's development files, Chromium, npm test tools), then runs every
+# test: Rust unit and integration tests (with JACK support built in, against
+# real jackd servers) and the dashboard's tests in headless Chromium.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need_apt=()
+command -v jackd >/dev/null || need_apt+=(jackd2)
+command -v jack_lsp >/dev/null || need_apt+=(jackd2)
+pkg-config --exists jack 2>/dev/null || need_apt+=(libjack-jackd2-dev pkg-config)
+command -v chromium >/dev/null || need_apt+=(chromium)
+command -v npm >/dev/null || need_apt+=(npm)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  # Let jackd2's installer grant real-time limits without asking.
+  echo "jackd2 jackd/tweak_rt_limits boolean true" | $sudo debconf-set-selections
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+fi
+
+cargo test --workspace --features jack --locked
+if [ -f tests/browser/run.sh ]; then
+  bash tests/browser/run.sh
+fi

@@ -1,0 +1,100 @@
+//! `xrunlab run` end to end: the JSON and CSV it writes, scripted bursts, and Ctrl-C keeping what was measured.
+
+use crate::{run_ok, scratch, xrunlab};
+use std::time::Duration;
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
+    let dir = scratch("run");
+    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
+    let out = run_ok(&[
+        "run", "--duration", "2s", "--sines", "300", "--burst-sines", "500", "--burst-every", "500ms", "--quiet",
+        "--json", j.to_str().unwrap(), "--csv", c.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for needle in ["buffers", "dropouts", "load      p50", "wake-up   driver", "share", "ring drops", "chord copies in play: 1"] {
+        assert!(stdout.contains(needle), "summary lacks {needle:?}:\n{stdout}");
+    }
+    let r = json(&j);
+    assert_eq!(r["schema"], "xrunlab.run/1");
+    let p = &r["provenance"];
+    for key in ["version", "kernel", "cpu_model", "governor", "start_time", "end_time"] {
+        assert!(p[key].as_str().is_some_and(|s| !s.is_empty()), "provenance.{key}: {p}");
+    }
+    assert!(p["command_line"].as_array().unwrap().iter().any(|a| a == "--burst-every"));
+    assert_eq!(r["preset"], "standard");
+    assert_eq!(r["device"]["buffer_frames"], 128);
+    let buffers = r["summary"]["buffers"].as_u64().unwrap();
+    // 2 s at 375 buffers per second, less the start-up period.
+    assert!((700..=760).contains(&buffers), "buffers: {buffers}");
+    assert!(r["summary"]["burst_buffers"].as_u64().unwrap() > 50, "scripted bursts ran");
+    assert!(r["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "burst").count() >= 3);
+    let shares: f64 = r["summary"]["threads"].as_array().unwrap().iter().map(|t| t["share_pct"].as_f64().unwrap()).sum();
+    assert!((shares - 100.0).abs() < 0.01, "shares add up to 100 %: {shares}");
+    let threads = r["scheduling"]["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2);
+    assert!(threads.iter().all(|t| t["sched"]["obtained"].as_str().is_some()));
+    let csv = std::fs::read_to_string(&c).unwrap();
+    assert_eq!(csv.lines().count() as u64, buffers + 1, "one row per buffer plus the header");
+    assert!(csv.lines().next().unwrap().contains("t1_wake_us"));
+}
+
+#[test]
+fn refused_real_time_settings_are_reported_not_fatal() {
+    let dir = scratch("refused");
+    let j = dir.join("r.json");
+    // uclamp (work interval) is not supported by this kernel; a deadline with
+    // pinning conflicts. Both must be reported with what was used instead.
+    let out = run_ok(&["run", "--duration", "500ms", "--quiet", "--deadline", "--pin", "--json", j.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r = json(&j);
+    let warnings = r["scheduling"]["warnings"].as_array().unwrap();
+    assert!(!warnings.is_empty(), "{stdout}");
+    for w in warnings {
+        let w = w.as_str().unwrap();
+        assert!(w.contains("running with") || w.contains("refused"), "{w}");
+        assert!(stdout.contains(w), "warning printed in the summary: {w}");
+    }
+}
+
+#[test]
+fn ctrl_c_ends_the_run_cleanly_and_keeps_the_data() {
+    let dir = scratch("sigint");
+    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
+    let child = xrunlab()
+        .args(["run", "--duration", "60s", "--quiet", "--json", j.to_str().unwrap(), "--csv", c.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill with a valid pid and signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&j);
+    assert!(r["end"]["reason"].as_str().unwrap().contains("Ctrl-C"));
+    let buffers = r["summary"]["buffers"].as_u64().unwrap();
+    assert!(buffers > 200, "buffers measured before Ctrl-C: {buffers}");
+    let rows = std::fs::read_to_string(&c).unwrap().lines().count() as u64;
+    assert_eq!(rows, buffers + 1);
+}
+
+#[test]
+fn bench_prints_both_kernels_and_the_engine_overhead() {
+    let dir = scratch("bench");
+    let j = dir.join("b.json");
+    let out = run_ok(&["bench", "--quick", "--json", j.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("reference") && stdout.contains("fast") && stdout.contains("fast / reference"));
+    assert!(stdout.contains("engine overhead"));
+    let r = json(&j);
+    let k = r["kernels"].as_array().unwrap();
+    assert_eq!(k.len(), 2);
+    assert!(k.iter().all(|k| k["ns_per_partial_sample"].as_f64().unwrap() > 0.0));
+    assert!(r["overhead"]["buffers"].as_u64().unwrap() > 100);
+}
