@@ -13,6 +13,8 @@ use std::sync::Arc;
 /// count drops: the smoother needs 0.1 s * ln(0.0425 / 1e-5) = 0.84 s to bring
 /// the loudest partial below the silence threshold.
 const FADE_SECONDS: f64 = 1.2;
+/// How long the driver spins on the workers before it sleeps on the futex.
+const DRIVER_SPIN_NS: u64 = 50_000;
 /// How long a burst lasts.
 pub const BURST_SECONDS: f64 = 0.25;
 
@@ -178,10 +180,18 @@ impl Renderer {
             // SAFETY: the driver's own slot, during the cycle it just published.
             unsafe { work_and_record(s, Some(slot), &mut record) };
         }
+        // Spin briefly before sleeping: a worker usually finishes within a few
+        // microseconds of the driver, and a futex sleep would add a second
+        // wake-up latency (tens of microseconds on a VM) to every buffer.
+        let spin_deadline = now_ns().saturating_add(DRIVER_SPIN_NS);
         loop {
             let r = s.remaining.load(Ordering::Acquire);
             if r == 0 {
                 break;
+            }
+            if now_ns() < spin_deadline {
+                std::hint::spin_loop();
+                continue;
             }
             futex::wait(&s.remaining, r);
         }
