@@ -40,11 +40,7 @@ struct BenchResult {
 }
 
 fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
-    let mut config = EngineConfig::default();
-    config.sines = 0;
-    config.burst_sines = 0;
-    config.threads = 2;
-    config.buffer_frames = 128;
+    let config = EngineConfig { sines: 0, burst_sines: 0, threads: 2, buffer_frames: 128, ..EngineConfig::default() };
     let device = SimDevice::new(config.sample_rate, config.buffer_frames, false);
     let mut engine = Engine::start(config, Box::new(device)).map_err(|e| Failure::Runtime(e.to_string()))?;
     let mut render = Vec::new();

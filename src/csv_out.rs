@@ -18,7 +18,7 @@ impl CsvOut {
         let mut out = BufWriter::new(file);
         let mut header = String::from(
             "epoch,seq,frames,sample_rate,period_start_ns,deadline_ns,driver_wake_ns,render_start_ns,render_end_ns,\
-             load_pct,active_sines,burst,late,device_xrun,dropout,input_peak",
+             load_pct,active_sines,burst,late,device_xrun,dropout,input_peak,server_load_pct",
         );
         for i in 0..threads {
             for col in ["cpu_start", "cpu_end", "sines", "computed", "chunks", "wake_us", "busy_us", "cpu_us"] {
@@ -32,7 +32,7 @@ impl CsvOut {
     /// Appends one buffer. Missing thread records leave empty cells.
     pub fn row(&mut self, b: &BufferReport) -> Result<(), String> {
         let mut line = format!(
-            "{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}",
             b.epoch,
             b.seq,
             b.frames,
@@ -49,6 +49,7 @@ impl CsvOut {
             u8::from(b.device_xrun),
             u8::from(b.dropout()),
             b.input_peak.map(|p| format!("{p:.6}")).unwrap_or_default(),
+            b.server_load_pct.map(|p| format!("{p:.2}")).unwrap_or_default(),
         );
         for i in 0..self.threads {
             match b.threads.iter().find(|t| t.index == i) {

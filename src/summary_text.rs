@@ -57,10 +57,10 @@ pub fn render(r: &RunResult) -> String {
         "buffers   {} ({:.1} s of audio)  dropouts {} (late renders {}, server xruns {}, skipped periods {})  ring drops {}",
         m.buffers, m.audio_seconds, m.dropouts, m.late_renders, dc.server_xruns, dc.skipped_periods, r.ring_drops
     );
-    if let Some(load) = dc.server_dsp_load_pct {
-        let _ = writeln!(s, "server    DSP load {load:.1} % (the server's smoothed average)");
-    }
     let _ = writeln!(s, "load      {}", pct(&m.load_pct));
+    if let Some(server) = &m.server_load_pct {
+        let _ = writeln!(s, "server    DSP load {} (the server's own smoothed average)", pct(server));
+    }
     let _ = writeln!(s, "wake-up   driver {}", us(&m.driver_wake_latency_us));
     let _ = writeln!(s, "          workers {}", us(&m.worker_wake_latency_us));
     let _ = writeln!(s, "threads   #  role      share    cpus (buffers)          migrations  wake p50/p99/max us   cpu ms");

@@ -312,6 +312,7 @@ impl Engine {
         };
         let xruns = self.signals.take_xrun_times();
         let rate = self.info.sample_rate;
+        let server_load_pct = self.signals.server_load();
         let mut batch: Vec<BufferReport> = Vec::new();
         while let Some(b) = audio.buffers.pop() {
             let mut threads = Vec::with_capacity(audio.threads.len());
@@ -352,6 +353,7 @@ impl Engine {
                 late: b.late,
                 device_xrun: false,
                 input_peak: b.input_peak,
+                server_load_pct,
                 threads,
             });
         }

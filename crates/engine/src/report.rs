@@ -66,6 +66,9 @@ pub struct BufferReport {
     pub device_xrun: bool,
     /// Input peak when input is on.
     pub input_peak: Option<f32>,
+    /// The server's own DSP load in percent (its smoothed average, sampled
+    /// when this buffer was collected), for devices with a server.
+    pub server_load_pct: Option<f32>,
     /// Each thread's part (driver first); a thread whose record was dropped is missing.
     pub threads: Vec<ThreadReport>,
 }

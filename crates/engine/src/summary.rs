@@ -83,6 +83,8 @@ pub struct Summary {
     pub incomplete_buffers: u64,
     /// Peak input level when input was on.
     pub input_peak: Option<f32>,
+    /// The server's own DSP load (percent) over the buffers, for devices with a server.
+    pub server_load_pct: Option<Percentiles>,
     /// Average active sines.
     pub mean_active_sines: f64,
     /// Buffers during a burst.
@@ -113,6 +115,7 @@ pub struct RunStats {
     loads: Vec<f64>,
     driver_wake_us: Vec<f64>,
     worker_wake_us: Vec<f64>,
+    server_loads: Vec<f64>,
     threads: BTreeMap<usize, ThreadAcc>,
     total_active: u64,
     expected_threads: usize,
@@ -144,6 +147,9 @@ impl RunStats {
         self.total_active += u64::from(b.active_sines);
         if b.threads.len() < self.expected_threads {
             self.incomplete += 1;
+        }
+        if let Some(l) = b.server_load_pct {
+            self.server_loads.push(f64::from(l));
         }
         if let Some(p) = b.input_peak {
             self.input_peak = Some(self.input_peak.map_or(p, |q| q.max(p)));
@@ -218,6 +224,7 @@ impl RunStats {
             threads,
             incomplete_buffers: self.incomplete,
             input_peak: self.input_peak,
+            server_load_pct: (!self.server_loads.is_empty()).then(|| Percentiles::of(&mut self.server_loads.clone())),
             mean_active_sines: if self.buffers == 0 {
                 0.0
             } else {

@@ -5,11 +5,7 @@ use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{BufferReport, Engine, EngineConfig};
 
 pub fn config(sines: usize, threads: usize, buffer: u32) -> EngineConfig {
-    let mut c = EngineConfig::default();
-    c.sines = sines;
-    c.threads = threads;
-    c.buffer_frames = buffer;
-    c
+    EngineConfig { sines, threads, buffer_frames: buffer, ..EngineConfig::default() }
 }
 
 pub fn start(c: EngineConfig) -> Engine {
