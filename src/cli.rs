@@ -39,6 +39,12 @@ pub struct DashboardArgs {
     /// Address to listen on. Anything but loopback exposes the engine's controls to the network.
     #[arg(long, default_value = "127.0.0.1")]
     pub listen: std::net::IpAddr,
+    /// Fault injection: make a render busy-wait this long (use with --stall-every).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall_every")]
+    pub stall: Option<Duration>,
+    /// Fault injection interval.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall")]
+    pub stall_every: Option<Duration>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod cli;
 mod csv_out;
+mod dashboard_cmd;
 mod devices;
 mod jack_support;
 mod result;
@@ -26,8 +27,8 @@ fn main() -> ExitCode {
         Some(cli::Command::Run(args)) => run_cmd::run(args),
         Some(cli::Command::Render(args)) => run_cmd::render(args),
         Some(cli::Command::Bench(args)) => bench_cmd::bench(args),
-        Some(cli::Command::Dashboard(args)) => dashboard(args),
-        None => dashboard(&cli.dashboard),
+        Some(cli::Command::Dashboard(args)) => dashboard_cmd::dashboard(args),
+        None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -40,8 +41,4 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-fn dashboard(_args: &cli::DashboardArgs) -> Result<(), Failure> {
-    Err(Failure::Runtime("the dashboard is not built yet".into()))
 }

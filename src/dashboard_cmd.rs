@@ -1,0 +1,38 @@
+//! `xrunlab` / `xrunlab dashboard`: starts the engine on the chosen device and serves the live dashboard until Ctrl-C; runs on the main thread (the dashboard starts its own threads).
+
+use crate::cli::{DashboardArgs, DeviceKind};
+use crate::devices;
+use crate::Failure;
+use xrunlab_dash::{DashError, DashOptions, DeviceFactory, Fault};
+use xrunlab_engine::{Engine, EngineConfig, EngineError};
+
+/// Sines the dashboard starts with: about a quarter of a 2-core machine's
+/// budget at 128 frames with the reference kernel, so the load graph moves
+/// visibly without dropouts, and a burst doubles it.
+pub const DASHBOARD_SINES: usize = 1000;
+
+fn defaults() -> EngineConfig {
+    EngineConfig { sines: DASHBOARD_SINES, ..EngineConfig::default() }
+}
+
+pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
+    let mut config = args.engine.to_config(defaults()).map_err(|e| Failure::Usage(e.0))?;
+    let device = devices::open(args.engine.device, &args.engine, &mut config).map_err(Failure::Runtime)?;
+    let engine = Engine::start(config, device).map_err(|e| match e {
+        EngineError::Config(c) => Failure::Usage(c.to_string()),
+        other => Failure::Runtime(other.to_string()),
+    })?;
+    let jack = devices::jack_args(&args.engine);
+    let factory: DeviceFactory = Box::new(move |kind, config| {
+        let kind = match kind {
+            "sim" => DeviceKind::Sim,
+            "jack" => DeviceKind::Jack,
+            other => return Err(format!("unknown device {other:?}: allowed are {}", devices::available().join(", "))),
+        };
+        let mut config = config.clone();
+        devices::open_with(kind, &jack, &mut config)
+    });
+    let fault = args.stall.zip(args.stall_every).map(|(stall, every)| Fault { stall, every });
+    let opts = DashOptions { listen: args.listen, port: args.port, fault };
+    xrunlab_dash::serve(opts, engine, factory, devices::available()).map_err(|e: DashError| Failure::Runtime(e.to_string()))
+}
