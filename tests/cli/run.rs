@@ -98,3 +98,35 @@ fn bench_prints_both_kernels_and_the_engine_overhead() {
     assert!(k.iter().all(|k| k["ns_per_partial_sample"].as_f64().unwrap() > 0.0));
     assert!(r["overhead"]["buffers"].as_u64().unwrap() > 100);
 }
+
+#[test]
+fn without_privileges_real_time_is_refused_with_a_warning_and_the_run_goes_on() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to drop to an unprivileged user");
+        return;
+    }
+    let dir = scratch("nobody");
+    // The unprivileged user must be able to write the result.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let j = dir.join("r.json");
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all"])
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["run", "--duration", "500ms", "--quiet", "--json", j.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&j);
+    let threads = r["scheduling"]["threads"].as_array().unwrap();
+    for t in threads {
+        assert_eq!(t["sched"]["priority"]["status"], "refused", "{t}");
+        assert!(t["sched"]["obtained"].as_str().unwrap().starts_with("SCHED_OTHER"), "{t}");
+    }
+    let warnings: Vec<&str> = r["scheduling"]["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
+    assert!(warnings.iter().any(|w| w.contains("priority refused") && w.contains("SCHED_OTHER")), "{warnings:?}");
+    assert!(stdout.contains("warning   driver: priority refused"), "{stdout}");
+    assert!(r["summary"]["buffers"].as_u64().unwrap() > 100, "the run went on without real-time scheduling");
+}
