@@ -15,6 +15,38 @@ fn us(p: &Percentiles) -> String {
     format!("p50 {:.0} us  p99 {:.0} us  max {:.0} us", p.p50, p.p99, p.max)
 }
 
+/// Which Linux counterparts of a work interval took effect, option by option.
+fn rt_line(r: &RunResult) -> String {
+    use xrunlab_sys::Outcome;
+    let ours: Vec<_> = r.scheduling.threads.iter().filter(|t| t.index > 0 || r.device.driver_thread_is_ours).collect();
+    let per_thread = |name: &str, pick: &dyn Fn(&xrunlab_sys::sched::ThreadSchedReport) -> &Outcome| {
+        let outcomes: Vec<&Outcome> = ours.iter().map(|t| pick(&t.sched)).collect();
+        let applied = outcomes.iter().filter(|o| o.took_effect()).count();
+        if outcomes.iter().all(|o| matches!(o, Outcome::NotRequested)) {
+            format!("{name} not requested")
+        } else if applied == outcomes.len() {
+            format!("{name} on {applied}/{} threads", outcomes.len())
+        } else {
+            let why = outcomes.iter().find(|o| !o.took_effect()).map(|o| o.summary()).unwrap_or_default();
+            format!("{name} on {applied}/{} threads ({why})", outcomes.len())
+        }
+    };
+    let process = |name: &str, o: &Outcome| match o {
+        Outcome::NotRequested => format!("{name} not requested"),
+        o if o.took_effect() => format!("{name} on"),
+        o => format!("{name} {}", o.summary()),
+    };
+    [
+        per_thread("priority", &|s| &s.priority),
+        per_thread("SCHED_DEADLINE", &|s| &s.deadline),
+        per_thread("uclamp.min", &|s| &s.uclamp),
+        per_thread("affinity", &|s| &s.affinity),
+        process("mlockall", &r.scheduling.process.mlock),
+        process("PM QoS", &r.scheduling.process.pm_qos),
+    ]
+    .join("; ")
+}
+
 /// The summary as lines of text.
 pub fn render(r: &RunResult) -> String {
     let mut s = String::new();
@@ -47,6 +79,7 @@ pub fn render(r: &RunResult) -> String {
     for t in &r.scheduling.threads {
         let _ = writeln!(s, "thread    {:<9} tid {:<7} {}", thread_name(t.index), t.tid, t.sched.obtained);
     }
+    let _ = writeln!(s, "rt        {}", rt_line(r));
     for w in &r.scheduling.warnings {
         let _ = writeln!(s, "warning   {w}");
     }

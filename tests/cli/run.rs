@@ -16,7 +16,7 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
         "--json", j.to_str().unwrap(), "--csv", c.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for needle in ["buffers", "dropouts", "load      p50", "wake-up   driver", "share", "ring drops", "chord copies in play: 1"] {
+    for needle in ["buffers", "dropouts", "rt        priority on 2/2 threads", "load      p50", "wake-up   driver", "share", "ring drops", "chord copies in play: 1"] {
         assert!(stdout.contains(needle), "summary lacks {needle:?}:\n{stdout}");
     }
     let r = json(&j);
