@@ -1,1 +1,254 @@
-//! placeholder
+//! xrunlab-dash: the live dashboard — an HTTP/WebSocket server on its own tokio runtime, one engine-owner thread that holds the `Engine`, and the embedded page that draws AudioPerfLab's visualizations and controls.
+//!
+//! Threads: [`serve`] blocks the caller's thread on a tokio runtime whose worker threads run
+//! the server ([`server`]); the engine lives on one std thread (`owner`), which the server
+//! talks to through a command channel and which publishes telemetry through a broadcast
+//! channel that never blocks it. The audio threads never see the dashboard: the owner only
+//! drains the engine's wait-free rings and sets its atomics.
+//!
+//! The page's files are compiled into the binary ([`assets`]), so `cargo run` needs no build
+//! step; the JSON API is described in `API.md` beside this crate's `Cargo.toml`.
+#![deny(missing_docs)]
+// API errors carry the field, value and range as strings; they are built only when a request
+// is refused, on control threads, so their size on the stack does not matter.
+#![allow(clippy::result_large_err)]
+
+pub mod api;
+pub mod assets;
+pub mod guard;
+mod owner;
+mod server;
+pub mod telemetry;
+
+use std::fmt;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::broadcast;
+use xrunlab_engine::{Device, Engine, EngineConfig};
+
+/// Makes a device of a kind ("sim", "jack"...) for a config: the CLI's, so the page can switch devices.
+pub type DeviceFactory = Box<dyn Fn(&str, &EngineConfig) -> Result<Box<dyn Device>, String> + Send>;
+
+/// Fault injection: stall one render by `stall` every `every`, to make dropouts on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// How long the stalled render busy-waits before working.
+    pub stall: Duration,
+    /// Time between stalls.
+    pub every: Duration,
+}
+
+/// Where and how the dashboard serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DashOptions {
+    /// Address to bind; 127.0.0.1 unless the user exposes it (with a warning).
+    pub listen: IpAddr,
+    /// Port; 0 picks a free one.
+    pub port: u16,
+    /// Stalls injected from the start (`--stall`/`--stall-every`); pages can change them
+    /// through `PUT /api/fault`.
+    pub fault: Option<Fault>,
+}
+
+impl Default for DashOptions {
+    fn default() -> Self {
+        DashOptions {
+            listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            fault: None,
+        }
+    }
+}
+
+/// Why the dashboard could not run or stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DashError {
+    /// The address could not be bound (in use, not an address of this machine...).
+    Bind(String),
+    /// The tokio runtime or a thread could not be started.
+    Runtime(String),
+    /// The audio device failed; the reason says what happened and what to do.
+    Device(String),
+}
+
+impl fmt::Display for DashError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DashError::Bind(e) => write!(f, "dashboard: {e}"),
+            DashError::Runtime(e) => write!(f, "dashboard: {e}"),
+            DashError::Device(e) => write!(f, "the audio device failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DashError {}
+
+/// Runs the dashboard until Ctrl-C (`Ok`) or until the device fails (`Err(DashError::Device)`),
+/// blocking the calling thread. Prints exactly one line to stdout,
+/// `xrunlab dashboard: http://127.0.0.1:PORT/`, once it listens, and a warning to stderr when
+/// `opts.listen` is not a loopback address. `kinds` are the device kinds `factory` can make.
+pub fn serve(
+    opts: DashOptions,
+    engine: Engine,
+    factory: DeviceFactory,
+    kinds: Vec<String>,
+) -> Result<(), DashError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        // Two workers: the server does little per request, and the machine's cores belong to audio.
+        .worker_threads(2)
+        .thread_name("xrl-dash-http")
+        .enable_all()
+        .build()
+        .map_err(|e| DashError::Runtime(format!("could not start the tokio runtime: {e}")))?;
+    let result = runtime.block_on(async move {
+        let running = start(opts, engine, factory, kinds).await?;
+        println!("xrunlab dashboard: {}", running.url());
+        let _ = std::io::stdout().flush();
+        running
+            .run_until(async {
+                // If the signal handler cannot be installed, Ctrl-C still ends the process the default way.
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+    });
+    // WebSocket tasks end when the engine thread's channel closes; do not wait on stragglers.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
+}
+
+/// A dashboard serving on the current tokio runtime (see [`start`]).
+pub struct Running {
+    addr: SocketAddr,
+    commands: std::sync::mpsc::Sender<owner::Command>,
+    owner: Option<std::thread::JoinHandle<owner::Exit>>,
+    owner_done: Option<tokio::sync::oneshot::Receiver<()>>,
+    server: tokio::task::JoinHandle<()>,
+    stop_server: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Running {
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The URL to open: 127.0.0.1 when bound to loopback or to all addresses.
+    pub fn url(&self) -> String {
+        let ip = self.addr.ip();
+        let host = if ip.is_loopback() || ip.is_unspecified() {
+            "127.0.0.1".to_owned()
+        } else if ip.is_ipv6() {
+            format!("[{ip}]")
+        } else {
+            ip.to_string()
+        };
+        format!("http://{host}:{}/", self.addr.port())
+    }
+
+    /// Serves until `stop` completes or the device ends, then stops the engine and the server.
+    pub async fn run_until(
+        mut self,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<(), DashError> {
+        let done = self.owner_done.take();
+        tokio::select! {
+            () = stop => {}
+            _ = async { if let Some(d) = done { let _ = d.await; } } => {}
+        }
+        self.shutdown().await
+    }
+
+    /// Stops the engine (delivering its last buffers) and the server.
+    pub async fn shutdown(mut self) -> Result<(), DashError> {
+        let _ = self.commands.send(owner::Command::Stop);
+        let exit = match self.owner.take() {
+            Some(h) => tokio::task::spawn_blocking(move || h.join())
+                .await
+                .ok()
+                .and_then(|r| r.ok()),
+            None => None,
+        };
+        if let Some(tx) = self.stop_server.take() {
+            let _ = tx.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), &mut self.server).await;
+        self.server.abort();
+        match exit {
+            Some(owner::Exit::DeviceFailed(reason)) => Err(DashError::Device(reason)),
+            Some(owner::Exit::DeviceEnded(reason)) => {
+                eprintln!("xrunlab dashboard: the device stopped: {reason}");
+                Ok(())
+            }
+            Some(owner::Exit::Stopped) => Ok(()),
+            None => Err(DashError::Runtime("the engine thread panicked".into())),
+        }
+    }
+}
+
+/// Binds, starts the engine-owner thread and the server on the current tokio runtime, and
+/// returns at once. Prints the non-loopback warning (not the URL line: [`serve`] does that).
+pub async fn start(
+    opts: DashOptions,
+    engine: Engine,
+    factory: DeviceFactory,
+    kinds: Vec<String>,
+) -> Result<Running, DashError> {
+    let listener = tokio::net::TcpListener::bind((opts.listen, opts.port))
+        .await
+        .map_err(|e| {
+            DashError::Bind(format!(
+                "could not listen on {}:{}: {e}",
+                opts.listen, opts.port
+            ))
+        })?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| DashError::Bind(e.to_string()))?;
+    if !opts.listen.is_loopback() {
+        eprintln!(
+            "warning: the dashboard listens on {addr}, reachable from other machines: anyone who can reach it \
+             can change the engine's settings (pages from other sites are still refused)"
+        );
+    }
+    // A page that falls more than 8 frames (~0.25 s) behind loses frames instead of queueing them.
+    let (frames, _) = broadcast::channel(8);
+    let shared = Arc::new(owner::Shared::default());
+    // The owner thread holds `done_tx`; its end (even a panic) drops it, which wakes `done_rx`.
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let (commands, owner) = owner::spawn(
+        engine,
+        factory,
+        kinds,
+        opts.fault,
+        frames.clone(),
+        shared.clone(),
+        done_tx,
+    )
+    .map_err(|e| DashError::Runtime(format!("could not start the engine thread: {e}")))?;
+    let state = server::AppState {
+        commands: commands.clone(),
+        frames,
+        shared,
+        policy: Arc::new(guard::OriginPolicy::new(opts.listen, addr.port())),
+    };
+    let app = server::router(state);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+            let _ = stop_rx.await;
+        });
+        if let Err(e) = serve.await {
+            eprintln!("xrunlab dashboard: the server stopped: {e}");
+        }
+    });
+    Ok(Running {
+        addr,
+        commands,
+        owner: Some(owner),
+        owner_done: Some(done_rx),
+        server,
+        stop_server: Some(stop_tx),
+    })
+}

@@ -1,0 +1,229 @@
+//! The HTTP and WebSocket server (axum on the tokio runtime's threads): routes, the same-origin guard on every request, the JSON API handlers that forward to the engine-owner thread, and one task per page streaming telemetry.
+
+use crate::api::ApiError;
+use crate::assets;
+use crate::guard::OriginPolicy;
+use crate::owner::{Command, Shared};
+use axum::body::Bytes;
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+use tokio::sync::{broadcast, oneshot};
+
+/// Longest a request waits for the engine thread: a restart or device switch takes a while,
+/// but a wedged engine thread must not hang the page forever.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub commands: mpsc::Sender<Command>,
+    pub frames: broadcast::Sender<Utf8Bytes>,
+    pub shared: Arc<Shared>,
+    pub policy: Arc<OriginPolicy>,
+}
+
+/// The routes, with the same-origin guard in front of all of them.
+pub(crate) fn router(state: AppState) -> Router {
+    let policy = state.policy.clone();
+    Router::new()
+        .route("/", get(index))
+        .route("/static/{file}", get(asset))
+        .route("/api/config", get(get_config).put(put_config))
+        .route("/api/burst", post(burst))
+        .route("/api/status", get(status))
+        .route("/api/fault", get(get_fault).put(put_fault))
+        .route("/ws", get(ws))
+        .fallback(not_found)
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(policy, same_origin))
+}
+
+async fn same_origin(
+    State(policy): State<Arc<OriginPolicy>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    // Scoped so no borrow of the request (whose body is not Sync) lives across the await.
+    let verdict = {
+        // A header that is not text cannot name this server; U+FFFD makes it fail the check.
+        let header = |name: header::HeaderName| {
+            req.headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap_or("\u{fffd}"))
+        };
+        policy.check(header(header::HOST), header(header::ORIGIN))
+    };
+    match verdict {
+        Ok(()) => next.run(req).await,
+        Err(why) => error_response(&ApiError::failed(403, why)),
+    }
+}
+
+fn error_response(e: &ApiError) -> Response {
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(e)).into_response()
+}
+
+async fn not_found() -> Response {
+    error_response(&ApiError::failed(404, "no such page or API route (see API.md: /api/config, /api/status, /api/burst, /api/fault, /ws)"))
+}
+
+async fn index() -> Response {
+    asset_response("index.html")
+}
+
+async fn asset(Path(file): Path<String>) -> Response {
+    asset_response(&file)
+}
+
+fn asset_response(name: &str) -> Response {
+    let Some((body, content_type)) = assets::get(name) else {
+        return error_response(&ApiError::failed(404, format!("no asset {name:?}")));
+    };
+    let mut response = body.into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // The assets are in the binary, so a rebuilt binary must not meet stale cached copies.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
+}
+
+/// Sends `make(reply)` to the engine thread and waits for its answer.
+async fn ask<T>(
+    state: &AppState,
+    make: impl FnOnce(oneshot::Sender<T>) -> Command,
+) -> Result<T, ApiError> {
+    let (tx, rx) = oneshot::channel();
+    state
+        .commands
+        .send(make(tx))
+        .map_err(|_| ApiError::failed(503, "the engine thread has stopped"))?;
+    match tokio::time::timeout(COMMAND_TIMEOUT, rx).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) => Err(ApiError::failed(
+            503,
+            "the engine thread stopped before answering",
+        )),
+        Err(_) => Err(ApiError::failed(
+            504,
+            "the engine thread did not answer within 15 s",
+        )),
+    }
+}
+
+fn json_or_error(r: Result<Value, ApiError>) -> Response {
+    match r {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => error_response(&e),
+    }
+}
+
+fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
+}
+
+async fn get_config(State(state): State<AppState>) -> Response {
+    json_or_error(ask(&state, Command::GetConfig).await)
+}
+
+async fn put_config(State(state): State<AppState>, body: Bytes) -> Response {
+    let result = match parse_body(&body) {
+        Ok(v) => ask(&state, |tx| Command::PutConfig(v, tx))
+            .await
+            .and_then(|r| r),
+        Err(e) => Err(e),
+    };
+    json_or_error(result)
+}
+
+async fn burst(State(state): State<AppState>) -> Response {
+    json_or_error(ask(&state, Command::Burst).await)
+}
+
+async fn status(State(state): State<AppState>) -> Response {
+    json_or_error(ask(&state, Command::Status).await)
+}
+
+async fn get_fault(State(state): State<AppState>) -> Response {
+    json_or_error(
+        ask(&state, Command::Status)
+            .await
+            .map(|s| s["fault"].clone()),
+    )
+}
+
+async fn put_fault(State(state): State<AppState>, body: Bytes) -> Response {
+    let result = match parse_body(&body) {
+        Ok(v) => ask(&state, |tx| Command::Fault(v, tx))
+            .await
+            .and_then(|r| r),
+        Err(e) => Err(e),
+    };
+    json_or_error(result)
+}
+
+async fn ws(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
+    let frames = state.frames.subscribe();
+    upgrade
+        // Frames are a few kB; a bigger message from a page is not something it should send.
+        .max_message_size(64 * 1024)
+        .on_upgrade(move |socket| stream(socket, frames, state.shared))
+}
+
+/// One page's stream. Frames are awaited into the socket one at a time; while a send waits on
+/// a slow page the broadcast ring moves on, so that page later sees `Lagged(n)`: n frames it
+/// will not get, counted, and the engine thread never noticed.
+async fn stream(
+    mut socket: WebSocket,
+    mut frames: broadcast::Receiver<Utf8Bytes>,
+    shared: Arc<Shared>,
+) {
+    let mut mine: u64 = 0;
+    loop {
+        tokio::select! {
+            frame = frames.recv() => match frame {
+                Ok(text) => {
+                    if socket.send(Message::Text(text)).await.is_err() {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    mine += n;
+                    shared.frames_dropped.fetch_add(n, Ordering::Relaxed);
+                    let note = json!({ "type": "lagged", "dropped_frames": mine }).to_string();
+                    if socket.send(Message::Text(note.into())).await.is_err() {
+                        break;
+                    }
+                }
+                Err(broadcast::error::RecvError::Closed) => {
+                    let _ = socket.send(Message::Close(None)).await;
+                    break;
+                }
+            },
+            incoming = socket.recv() => match incoming {
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}

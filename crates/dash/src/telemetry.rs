@@ -1,0 +1,331 @@
+//! Telemetry frames: per-buffer reports gathered between two display frames into columns (load, dropouts, per-thread sines, CPUs, wake-ups) plus running counts, serialized once for every page; runs on the engine-owner thread.
+
+use serde::Serialize;
+use xrunlab_engine::BufferReport;
+use xrunlab_sys::PowerSample;
+
+/// Running counts since the dashboard started; never reset by restarts, so the page's
+/// counters only go up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Buffers rendered and received.
+    pub buffers: u64,
+    /// Buffers that were late or reported as an xrun by the device.
+    pub dropouts: u64,
+    /// Records lost because a ring was full (the engine's own count, over all its starts).
+    pub ring_drops: u64,
+    /// Periods the device skipped to catch up after late renders.
+    pub skipped_periods: u64,
+    /// Xruns the device (server) reported.
+    pub device_xruns: u64,
+    /// Audio starts (1 + restarts), over all engines the dashboard ran.
+    pub audio_starts: u64,
+    /// Telemetry frames published.
+    pub frames: u64,
+    /// Frames a slow page did not get (summed over pages): the engine never waits for a page.
+    pub frames_dropped: u64,
+}
+
+/// One thread's columns in a frame; slots exist for every real-time thread (0 = driver).
+#[derive(Debug, Default, Serialize)]
+struct ThreadColumns {
+    /// Active sines it processed, per buffer.
+    sines: Vec<u32>,
+    /// CPU it ended its work on, per buffer (-1: unknown or no record).
+    cpu: Vec<i16>,
+    /// Period start to the thread running, in microseconds (-1: no record).
+    wake_us: Vec<i32>,
+    /// Its real work, in microseconds.
+    busy_us: Vec<u32>,
+}
+
+impl ThreadColumns {
+    fn clear(&mut self) {
+        self.sines.clear();
+        self.cpu.clear();
+        self.wake_us.clear();
+        self.busy_us.clear();
+    }
+
+    fn push_missing(&mut self) {
+        self.sines.push(0);
+        self.cpu.push(-1);
+        self.wake_us.push(-1);
+        self.busy_us.push(0);
+    }
+}
+
+/// Gathers buffers between frames. Column vectors are kept between frames so a steady
+/// stream does not allocate except for the serialized text.
+#[derive(Debug)]
+pub struct Aggregator {
+    base_ns: u64,
+    ts_ms: Vec<f64>,
+    load_pct: Vec<f32>,
+    dropout: Vec<u8>,
+    active: Vec<u32>,
+    threads: Vec<ThreadColumns>,
+    thread_slots: usize,
+    input_peak: Option<f32>,
+    burst: bool,
+    buffer_ms: f64,
+    counts: Counts,
+    seq: u64,
+}
+
+/// What the owner adds to a frame besides the buffers.
+#[derive(Debug, Clone, Default)]
+pub struct FrameExtras {
+    /// Time now, CLOCK_MONOTONIC ns.
+    pub now_ns: u64,
+    /// Bumped whenever the config, device or threads changed, so pages re-read /api/status.
+    pub config_version: u64,
+    /// A fresh power sample, when one was taken since the last frame.
+    pub power: Option<PowerSample>,
+    /// Fresh per-CPU frequencies in kHz (0 = unknown), when read since the last frame.
+    pub freq_khz: Option<Vec<u64>>,
+    /// Active sines now (also when no buffer arrived).
+    pub sines_now: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct FrameOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    seq: u64,
+    /// Now, in ms since the dashboard started (same base as `ts`).
+    t: f64,
+    buffer_ms: f64,
+    /// Period start of each buffer, in ms since the dashboard started.
+    ts: &'a [f64],
+    /// Render time of each buffer in % of the buffer duration (0.1 % steps).
+    load: &'a [f32],
+    /// 1 where the buffer was a dropout.
+    dropout: &'a [u8],
+    /// Sines sounding in each buffer.
+    active: &'a [u32],
+    threads: &'a [ThreadColumns],
+    input_peak: Option<f32>,
+    burst: bool,
+    counts: &'a Counts,
+    config_version: u64,
+    power: Option<PowerSample>,
+    freq_khz: Option<&'a [u64]>,
+    sines_now: Option<u32>,
+}
+
+impl Aggregator {
+    /// Times in frames are milliseconds since `base_ns` (CLOCK_MONOTONIC).
+    pub fn new(base_ns: u64) -> Aggregator {
+        Aggregator {
+            base_ns,
+            ts_ms: Vec::with_capacity(1024),
+            load_pct: Vec::with_capacity(1024),
+            dropout: Vec::with_capacity(1024),
+            active: Vec::with_capacity(1024),
+            threads: Vec::new(),
+            thread_slots: 0,
+            input_peak: None,
+            burst: false,
+            buffer_ms: 0.0,
+            counts: Counts::default(),
+            seq: 0,
+        }
+    }
+
+    /// The running counts.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+
+    /// Mutable counts, for what the owner learns outside buffers (ring drops, restarts).
+    pub fn counts_mut(&mut self) -> &mut Counts {
+        &mut self.counts
+    }
+
+    /// Sets how many thread slots each frame carries (the engine's real-time threads).
+    pub fn set_thread_slots(&mut self, slots: usize) {
+        self.thread_slots = slots;
+        self.grow_slots(slots);
+    }
+
+    fn grow_slots(&mut self, slots: usize) {
+        let have = self.ts_ms.len();
+        while self.threads.len() < slots {
+            let mut cols = ThreadColumns::default();
+            for _ in 0..have {
+                cols.push_missing();
+            }
+            self.threads.push(cols);
+        }
+    }
+
+    /// Adds one buffer.
+    pub fn add(&mut self, b: &BufferReport) {
+        let slots = b
+            .threads
+            .iter()
+            .map(|t| t.index + 1)
+            .max()
+            .unwrap_or(0)
+            .max(self.thread_slots);
+        self.grow_slots(slots);
+        self.ts_ms
+            .push(b.period_start_ns.saturating_sub(self.base_ns) as f64 / 1e6);
+        self.load_pct
+            .push(((b.load() * 1000.0).round() / 10.0) as f32);
+        self.dropout.push(u8::from(b.dropout()));
+        self.active.push(b.active_sines);
+        self.buffer_ms = b.buffer_ns() / 1e6;
+        for (slot, cols) in self.threads.iter_mut().enumerate() {
+            match b.threads.iter().find(|t| t.index == slot) {
+                Some(t) => {
+                    cols.sines.push(t.sines);
+                    cols.cpu.push(if t.cpu_end >= 0 {
+                        t.cpu_end
+                    } else {
+                        t.cpu_start
+                    });
+                    cols.wake_us
+                        .push(i32::try_from(t.wake_latency_ns / 1000).unwrap_or(i32::MAX));
+                    cols.busy_us
+                        .push(u32::try_from(t.busy_ns / 1000).unwrap_or(u32::MAX));
+                }
+                None => cols.push_missing(),
+            }
+        }
+        if let Some(p) = b.input_peak {
+            self.input_peak = Some(self.input_peak.map_or(p, |q| q.max(p)));
+        }
+        self.burst |= b.burst;
+        self.counts.buffers += 1;
+        self.counts.dropouts += u64::from(b.dropout());
+    }
+
+    /// Buffers gathered since the last frame.
+    pub fn pending(&self) -> usize {
+        self.ts_ms.len()
+    }
+
+    /// Serializes everything gathered since the last frame and starts the next one.
+    pub fn take_frame(&mut self, extras: &FrameExtras) -> String {
+        self.seq += 1;
+        self.counts.frames += 1;
+        let frame = FrameOut {
+            kind: "frame",
+            seq: self.seq,
+            t: extras.now_ns.saturating_sub(self.base_ns) as f64 / 1e6,
+            buffer_ms: self.buffer_ms,
+            ts: &self.ts_ms,
+            load: &self.load_pct,
+            dropout: &self.dropout,
+            active: &self.active,
+            threads: &self.threads,
+            input_peak: self.input_peak,
+            burst: self.burst,
+            counts: &self.counts,
+            config_version: extras.config_version,
+            power: extras.power,
+            freq_khz: extras.freq_khz.as_deref(),
+            sines_now: extras.sines_now.or_else(|| self.active.last().copied()),
+        };
+        // Serializing plain numbers and vectors cannot fail; an empty frame is the fallback.
+        let text = serde_json::to_string(&frame).unwrap_or_default();
+        self.ts_ms.clear();
+        self.load_pct.clear();
+        self.dropout.clear();
+        self.active.clear();
+        for c in &mut self.threads {
+            c.clear();
+        }
+        // Slots of threads that no longer exist (fewer after a restart) stop being sent.
+        self.threads.truncate(self.thread_slots);
+        self.input_peak = None;
+        self.burst = false;
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use xrunlab_engine::ThreadReport;
+
+    fn buffer(seq: u64, load: f64, threads: &[(usize, u32, i16)]) -> BufferReport {
+        let buffer_ns = 128.0 * 1e9 / 48_000.0;
+        let start = 1_000_000_000 + seq * buffer_ns as u64;
+        BufferReport {
+            epoch: 0,
+            seq,
+            frames: 128,
+            sample_rate: 48_000,
+            period_start_ns: start,
+            deadline_ns: start + buffer_ns as u64,
+            driver_wake_ns: start + 10_000,
+            render_start_ns: start + 10_000,
+            render_end_ns: start + 10_000 + (load * buffer_ns) as u64,
+            active_sines: 100,
+            burst: false,
+            late: load > 1.0,
+            device_xrun: false,
+            input_peak: None,
+            server_load_pct: None,
+            threads: threads
+                .iter()
+                .map(|&(index, sines, cpu)| ThreadReport {
+                    index,
+                    cpu_start: cpu,
+                    cpu_end: cpu,
+                    sines,
+                    computed: sines,
+                    chunks: 1,
+                    wake_latency_ns: 12_345,
+                    busy_ns: 500_000,
+                    cpu_ns: 400_000,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn frame_carries_columns_and_counts() {
+        let mut agg = Aggregator::new(1_000_000_000);
+        agg.set_thread_slots(2);
+        agg.add(&buffer(0, 0.25, &[(0, 60, 0), (1, 40, 1)]));
+        agg.add(&buffer(1, 1.5, &[(0, 100, 1)]));
+        let text = agg.take_frame(&FrameExtras {
+            now_ns: 1_010_000_000,
+            config_version: 3,
+            ..Default::default()
+        });
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["type"], "frame");
+        assert_eq!(v["load"], serde_json::json!([25.0, 150.0]));
+        assert_eq!(v["dropout"], serde_json::json!([0, 1]));
+        assert_eq!(v["threads"][0]["sines"], serde_json::json!([60, 100]));
+        assert_eq!(v["threads"][1]["cpu"], serde_json::json!([1, -1]));
+        assert_eq!(v["threads"][1]["wake_us"], serde_json::json!([12, -1]));
+        assert_eq!(v["counts"]["dropouts"], 1);
+        assert_eq!(v["counts"]["buffers"], 2);
+        assert_eq!(v["config_version"], 3);
+        assert_eq!(v["t"], 10.0);
+        assert_eq!(v["ts"][0], 0.0);
+        assert_eq!(agg.pending(), 0);
+        let next: Value = serde_json::from_str(&agg.take_frame(&FrameExtras::default())).unwrap();
+        assert_eq!(next["load"], serde_json::json!([]));
+        assert_eq!(next["counts"]["dropouts"], 1, "counts keep running");
+    }
+
+    #[test]
+    fn a_new_thread_slot_is_backfilled() {
+        let mut agg = Aggregator::new(0);
+        agg.set_thread_slots(1);
+        agg.add(&buffer(0, 0.1, &[(0, 10, 0)]));
+        agg.add(&buffer(1, 0.1, &[(0, 10, 0), (2, 5, 1)]));
+        let v: Value = serde_json::from_str(&agg.take_frame(&FrameExtras::default())).unwrap();
+        assert_eq!(v["threads"].as_array().unwrap().len(), 3);
+        assert_eq!(v["threads"][2]["sines"], serde_json::json!([0, 5]));
+        assert_eq!(v["threads"][1]["cpu"], serde_json::json!([-1, -1]));
+    }
+}

@@ -1,0 +1,84 @@
+// @ts-check
+// The page's side of the JSON API and the telemetry WebSocket (with reconnect); runs on the page's main thread.
+
+/** @typedef {import('./types.js').Status} Status */
+/** @typedef {import('./types.js').Config} Config */
+/** @typedef {import('./types.js').Frame} Frame */
+/** @typedef {import('./types.js').LaggedNote} LaggedNote */
+/** @typedef {import('./types.js').ApiErrorBody} ApiErrorBody */
+
+/** A refused request, carrying the server's body (which names the field and range). */
+export class ApiError extends Error {
+  /**
+   * @param {number} status
+   * @param {ApiErrorBody} body
+   */
+  constructor(status, body) {
+    super(body.error);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+/**
+ * @param {string} path
+ * @param {RequestInit} [init]
+ * @returns {Promise<any>}
+ */
+async function call(path, init) {
+  const res = await fetch(path, { ...init, headers: { 'content-type': 'application/json' } });
+  const text = await res.text();
+  /** @type {any} */
+  let body;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = { error: text || res.statusText };
+  }
+  if (!res.ok) throw new ApiError(res.status, body);
+  return body;
+}
+
+/** @returns {Promise<Status>} */
+export function getStatus() {
+  return call('/api/status');
+}
+
+/**
+ * Merges `patch` onto the engine's config; the answer is the config in force.
+ * @param {Record<string, unknown>} patch
+ * @returns {Promise<Config & {preset: string, device: string, restarted: boolean}>}
+ */
+export function putConfig(patch) {
+  return call('/api/config', { method: 'PUT', body: JSON.stringify(patch) });
+}
+
+/** @returns {Promise<{burst_sines: number}>} */
+export function postBurst() {
+  return call('/api/burst', { method: 'POST', body: '{}' });
+}
+
+/**
+ * Keeps a WebSocket to /ws open, reconnecting after a pause when it drops.
+ * @param {(f: Frame) => void} onFrame
+ * @param {(n: LaggedNote) => void} onLagged
+ * @param {(open: boolean) => void} onState
+ */
+export function connect(onFrame, onLagged, onState) {
+  const url = `ws://${location.host}/ws`;
+  const open = () => {
+    const ws = new WebSocket(url);
+    ws.onopen = () => onState(true);
+    ws.onmessage = (ev) => {
+      if (typeof ev.data !== 'string') return;
+      const msg = JSON.parse(ev.data);
+      if (msg.type === 'frame') onFrame(msg);
+      else if (msg.type === 'lagged') onLagged(msg);
+    };
+    ws.onclose = () => {
+      onState(false);
+      setTimeout(open, 1000);
+    };
+  };
+  open();
+}

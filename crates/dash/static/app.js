@@ -1,0 +1,360 @@
+// @ts-check
+// The page's entry: connects telemetry to the stores, runs the requestAnimationFrame loop that draws the charts (skipped while frozen), and keeps the toolbar, counters, device and thread panels current. Runs on the page's main thread.
+
+import { connect, getStatus, postBurst } from './api.js';
+import { BufferStore, SampleStore } from './series.js';
+import { CoresChart, EnergyChart, LoadChart, WakeChart, WorkChart, threadColor } from './charts.js';
+import { Controls, el, summarize } from './controls.js';
+
+/** @typedef {import('./types.js').Frame} Frame */
+/** @typedef {import('./types.js').Status} Status */
+/** @typedef {import('./types.js').Counts} Counts */
+/** @typedef {import('./charts.js').ScrollChart} ScrollChart */
+
+/** @param {string} id */
+function byId(id) {
+  const e = document.getElementById(id);
+  if (!e) throw new Error(`missing #${id}`);
+  return e;
+}
+
+/** @param {string} id */
+function canvas(id) {
+  return /** @type {HTMLCanvasElement} */ (byId(id));
+}
+
+// 3 s at the smallest buffer (16 frames at 48 kHz: 3000 buffers/s) with room to spare.
+const store = new BufferStore(16384);
+const power = new SampleStore(1024);
+
+/** @type {Record<string, ScrollChart>} */
+const charts = {
+  load: new LoadChart(canvas('chart-load'), store),
+  work: new WorkChart(canvas('chart-work'), store),
+  cores: new CoresChart(canvas('chart-cores'), store),
+  energy: new EnergyChart(canvas('chart-energy'), power),
+  wake: new WakeChart(canvas('chart-wake'), store),
+};
+const chartNames = Object.keys(charts);
+/** @type {Record<string, boolean>} */
+const visible = { load: true, work: true, cores: true, energy: true, wake: true, freq: true };
+
+const state = {
+  frozen: false,
+  /** performance.now() minus server time, the smallest seen (the least-delayed frame) */
+  clockOffset: Infinity,
+  /** how far behind the newest data the right edge is drawn, so late frames still land on undrawn columns */
+  delayMs: 120,
+  configVersion: -1,
+  /** @type {Counts | null} */
+  counts: null,
+  /** @type {Status | null} */
+  status: null,
+  framesReceived: 0,
+  lostHere: 0,
+  /** @type {number | null} */
+  inputPeak: null,
+  rafId: 0,
+  /** draw-cost statistics for the frame-cost readout and the tests */
+  draw: { frames: 0, totalMs: 0, maxMs: 0, longGaps: 0, lastT: 0 },
+};
+
+const message = byId('message');
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let messageTimer;
+/**
+ * @param {string} text
+ * @param {boolean} bad
+ */
+function say(text, bad) {
+  message.textContent = text;
+  message.className = bad ? 'bad' : 'ok';
+  message.hidden = false;
+  clearTimeout(messageTimer);
+  messageTimer = setTimeout(() => (message.hidden = true), bad ? 10000 : 3000);
+}
+
+const controls = new Controls(byId('controls'), say, () => void refreshStatus());
+
+// ---- telemetry ----
+
+/** @param {Frame} f */
+function onFrame(f) {
+  state.framesReceived++;
+  store.push(f);
+  if (f.power) {
+    power.push(f.t, f.power.watts);
+    const energy = /** @type {EnergyChart} */ (charts.energy);
+    if (energy.rescale()) updateAxis('energy');
+  }
+  if (f.freq_khz) showFreqs(f.freq_khz);
+  const offset = performance.now() - f.t;
+  if (offset < state.clockOffset) state.clockOffset = offset;
+  // Buffers older than what is already drawn would be missed: draw further behind, repaint once.
+  const drawnTo = charts.load.edge;
+  if (!state.frozen && f.ts.length > 0 && f.ts[0] < drawnTo && Number.isFinite(drawnTo)) {
+    state.delayMs = Math.min(500, state.delayMs + 20);
+    for (const c of Object.values(charts)) c.invalidate();
+  }
+  const wake = /** @type {WakeChart} */ (charts.wake);
+  if (wake.rescale()) updateAxis('wake');
+  state.counts = f.counts;
+  if (f.input_peak !== null || f.ts.length > 0) state.inputPeak = f.input_peak;
+  if (f.config_version !== state.configVersion) {
+    state.configVersion = f.config_version;
+    void refreshStatus();
+  }
+}
+
+connect(
+  onFrame,
+  (n) => {
+    state.lostHere = n.dropped_frames;
+  },
+  (open) => {
+    const conn = byId('conn');
+    conn.textContent = open ? 'live' : 'disconnected – retrying';
+    conn.className = open ? 'conn live' : 'conn down';
+    if (!open) state.clockOffset = Infinity;
+  },
+);
+
+// ---- drawing ----
+
+function draw() {
+  if (state.frozen) {
+    state.rafId = 0;
+    return;
+  }
+  const t0 = performance.now();
+  if (Number.isFinite(state.clockOffset)) {
+    const edge = t0 - state.clockOffset - state.delayMs;
+    for (const name of chartNames) if (visible[name]) charts[name].render(edge);
+  }
+  const d = state.draw;
+  const cost = performance.now() - t0;
+  d.frames++;
+  d.totalMs += cost;
+  if (cost > d.maxMs) d.maxMs = cost;
+  if (d.lastT && t0 - d.lastT > 50) d.longGaps++;
+  d.lastT = t0;
+  state.rafId = requestAnimationFrame(draw);
+}
+
+function startDrawing() {
+  if (!state.rafId) {
+    state.draw.lastT = 0;
+    state.rafId = requestAnimationFrame(draw);
+  }
+}
+
+/** @param {string} name */
+function updateAxis(name) {
+  const axis = document.querySelector(`[data-axis="${name}"]`);
+  if (!axis) return;
+  axis.replaceChildren(
+    ...charts[name].axisLabels().map(([frac, text]) => {
+      const label = el('span', '', text);
+      label.style.top = `${(Math.min(Math.max(frac, 0.02), 0.98) * 100).toFixed(2)}%`;
+      return label;
+    }),
+  );
+}
+
+function resizeAll() {
+  for (const name of chartNames) {
+    if (!visible[name]) continue;
+    charts[name].resize();
+    updateAxis(name);
+  }
+}
+new ResizeObserver(resizeAll).observe(byId('charts'));
+
+// ---- toolbar ----
+
+const freezeButton = byId('freeze');
+freezeButton.addEventListener('click', () => {
+  state.frozen = !state.frozen;
+  freezeButton.setAttribute('aria-pressed', String(state.frozen));
+  freezeButton.textContent = state.frozen ? 'Frozen – resume' : 'Freeze';
+  document.body.classList.toggle('frozen', state.frozen);
+  if (!state.frozen) {
+    for (const c of Object.values(charts)) c.invalidate();
+    startDrawing();
+  }
+});
+
+byId('burst').addEventListener('click', async () => {
+  try {
+    const r = await postBurst();
+    say(`Burst: +${r.burst_sines} sines for 0.25 s`, false);
+  } catch (e) {
+    say(`Burst refused: ${e instanceof Error ? e.message : String(e)}`, true);
+  }
+});
+
+const presetSelect = /** @type {HTMLSelectElement} */ (byId('preset'));
+presetSelect.addEventListener('change', () => {
+  if (presetSelect.value !== 'custom') void controls.send('preset', { preset: presetSelect.value });
+});
+
+for (const box of /** @type {NodeListOf<HTMLInputElement>} */ (document.querySelectorAll('input[data-view]'))) {
+  box.addEventListener('change', () => {
+    const name = box.dataset.view ?? '';
+    visible[name] = box.checked;
+    const panel = /** @type {HTMLElement | null} */ (document.querySelector(`[data-panel="${name}"]`));
+    if (panel) panel.hidden = !box.checked;
+    if (box.checked && charts[name]) {
+      charts[name].resize();
+      charts[name].invalidate();
+      updateAxis(name);
+    }
+  });
+}
+
+// ---- counters (text only; updated a few times a second, frozen or not) ----
+
+/** @type {Map<string, string>} */
+const shown = new Map();
+/**
+ * @param {string} id
+ * @param {string} text
+ */
+function setText(id, text) {
+  if (shown.get(id) === text) return;
+  shown.set(id, text);
+  byId(id).textContent = text;
+}
+
+setInterval(() => {
+  const c = state.counts;
+  if (!c) return;
+  setText('c-dropouts', String(c.dropouts));
+  setText('c-ring-drops', String(c.ring_drops));
+  setText('c-skipped', String(c.skipped_periods));
+  setText('c-buffers', String(c.buffers));
+  setText('c-frames-lost', String(state.lostHere));
+  const max = store.maxLoadSince(store.newest() - 1000);
+  setText('c-max-load', max >= 0 ? `${max.toFixed(1)} %` : '–');
+  const newest = store.head > 0 ? (store.head - 1) % store.cap : -1;
+  let sines = 0;
+  if (newest >= 0) for (let th = 0; th < store.threads; th++) sines += store.sines[newest * store.slots + th];
+  setText('c-sines', newest >= 0 ? String(sines) : '–');
+  controls.showInput(state.inputPeak);
+}, 100);
+
+// ---- status: controls, device, threads, frequency ----
+
+let refreshing = false;
+let refreshAgain = false;
+async function refreshStatus() {
+  if (refreshing) {
+    refreshAgain = true;
+    return;
+  }
+  refreshing = true;
+  try {
+    const s = await getStatus();
+    state.status = s;
+    showStatus(s);
+  } catch (e) {
+    say(`Could not read the status: ${e instanceof Error ? e.message : String(e)}`, true);
+  } finally {
+    refreshing = false;
+    if (refreshAgain) {
+      refreshAgain = false;
+      void refreshStatus();
+    }
+  }
+}
+setInterval(() => void refreshStatus(), 5000);
+
+/** @param {Status} s */
+function showStatus(s) {
+  controls.update(s);
+  if (s.preset) presetSelect.value = s.preset;
+  const cores = /** @type {CoresChart} */ (charts.cores);
+  if (cores.cpus !== s.cpus.length) {
+    cores.cpus = Math.max(1, s.cpus.length);
+    cores.invalidate();
+    updateAxis('cores');
+  }
+  byId('energy-source').textContent = s.power.estimated
+    ? `estimated power in watts, last 30 s — ${s.power.source}`
+    : `measured power in watts (${s.power.source}), last 30 s`;
+  const info = byId('device-info');
+  const d = s.device;
+  const lines = [];
+  if (d) {
+    const ms = ((d.buffer_frames / d.sample_rate) * 1000).toFixed(2);
+    lines.push(`${d.name} (${d.kind}): ${d.sample_rate} Hz, ${d.buffer_frames} frames (${ms} ms); driver thread: ${d.driver_thread}`);
+    for (const n of d.notes) lines.push(n);
+  }
+  if (s.audio !== 'running') lines.push(`Audio ${s.audio}`);
+  if (s.chord) lines.push(`Chord: ${s.chord.copies} cop${s.chord.copies === 1 ? 'y' : 'ies'} of ${s.chord.partials_per_copy} partials; busy threads running: ${s.busy_threads ?? 0}`);
+  lines.push(`Power: ${s.power.source}`);
+  if (s.fault.stall_ms > 0) lines.push(`Fault injection: ${s.fault.stall_ms} ms stall every ${s.fault.every_ms} ms`);
+  if (s.last_error) lines.push(`Last refusal: ${s.last_error}`);
+  info.replaceChildren(...lines.map((l) => el('div', '', l)));
+  const body = /** @type {HTMLElement} */ (document.querySelector('#threads tbody'));
+  body.replaceChildren(
+    ...(s.threads ?? []).map((t) => {
+      const tr = document.createElement('tr');
+      const name = el('td');
+      const swatch = el('span', 'swatch');
+      swatch.style.background = threadColor(t.index);
+      name.append(swatch, t.index === 0 ? 'driver' : `worker ${t.index}`);
+      tr.append(name, el('td', '', String(t.tid)), el('td', '', t.sched.obtained));
+      for (const o of [t.sched.priority, t.sched.deadline, t.sched.uclamp, t.sched.affinity]) {
+        const { text, kind } = summarize([['', o]]);
+        const td = el('td', `outcome-${kind}`, text);
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+  const legend = byId('legend-work');
+  legend.replaceChildren(
+    ...(s.threads ?? []).map((t) => {
+      const item = el('span', 'item');
+      const swatch = el('span', 'swatch');
+      swatch.style.background = threadColor(t.index);
+      item.append(swatch, t.index === 0 ? 'driver' : `worker ${t.index}`);
+      return item;
+    }),
+  );
+  if (!s.freq.available) {
+    byId('freq').replaceChildren(el('p', 'na', `Per-core frequency: ${s.freq.note}.`));
+  }
+}
+
+/** @type {HTMLElement[]} */
+let freqBars = [];
+/** @param {number[]} khz */
+function showFreqs(khz) {
+  if (!visible.freq || state.frozen) return;
+  const root = byId('freq');
+  if (freqBars.length !== khz.length) {
+    freqBars = khz.map((_, i) => {
+      const row = el('div', 'freq-row');
+      row.append(el('span', 'cpu', `cpu ${i}`), el('div', 'freq-bar'), el('span', 'mhz'));
+      return row;
+    });
+    root.replaceChildren(...freqBars);
+  }
+  const cpus = state.status?.cpus ?? [];
+  khz.forEach((f, i) => {
+    const row = freqBars[i];
+    const max = cpus[i]?.max_freq_khz ?? Math.max(...khz);
+    const bar = /** @type {HTMLElement} */ (row.children[1]);
+    bar.style.width = `${max > 0 ? Math.min(100, (f / max) * 100).toFixed(1) : 0}%`;
+    row.children[2].textContent = f > 0 ? `${(f / 1000).toFixed(0)} MHz` : 'unknown';
+  });
+}
+
+// Tests and curious users read the page's own numbers here.
+Object.assign(window, { xrunlab: { store, power, charts, state } });
+
+await refreshStatus();
+resizeAll();
+startDrawing();

@@ -1,0 +1,182 @@
+// @ts-check
+// Types of the JSON the server sends (API.md describes them); no code, only JSDoc for tsc. Loaded on the page's main thread.
+
+/**
+ * One thread's columns in a frame (one entry per buffer).
+ * @typedef {object} ThreadColumns
+ * @property {number[]} sines active sines processed
+ * @property {number[]} cpu CPU it ended its work on, -1 unknown
+ * @property {number[]} wake_us period start to running, µs; -1 no record
+ * @property {number[]} busy_us its real work, µs
+ */
+
+/**
+ * Running counts since the dashboard started.
+ * @typedef {object} Counts
+ * @property {number} buffers
+ * @property {number} dropouts
+ * @property {number} ring_drops
+ * @property {number} skipped_periods
+ * @property {number} device_xruns
+ * @property {number} audio_starts
+ * @property {number} frames
+ * @property {number} frames_dropped
+ */
+
+/**
+ * @typedef {object} PowerSample
+ * @property {number} watts
+ * @property {boolean} estimated
+ */
+
+/**
+ * A telemetry frame: every buffer since the previous frame, in columns.
+ * @typedef {object} Frame
+ * @property {'frame'} type
+ * @property {number} seq
+ * @property {number} t server time now, ms since the dashboard started
+ * @property {number} buffer_ms
+ * @property {number[]} ts period start of each buffer, ms
+ * @property {number[]} load % of the buffer duration
+ * @property {number[]} dropout 1 = dropout
+ * @property {number[]} active sines sounding
+ * @property {ThreadColumns[]} threads slot 0 is the driver
+ * @property {number|null} input_peak
+ * @property {boolean} burst
+ * @property {Counts} counts
+ * @property {number} config_version
+ * @property {PowerSample|null} power
+ * @property {number[]|null} freq_khz 0 = unknown
+ * @property {number|null} sines_now
+ */
+
+/**
+ * Sent to one page when it fell behind and lost frames.
+ * @typedef {object} LaggedNote
+ * @property {'lagged'} type
+ * @property {number} dropped_frames
+ */
+
+/**
+ * What the kernel did with one request (xrunlab-sys Outcome).
+ * @typedef {{status: 'not_requested'} | {status: 'applied', detail: string} | {status: 'refused', reason: string, fallback: string} | {status: 'unsupported', reason: string}} Outcome
+ */
+
+/**
+ * @typedef {object} SchedReport
+ * @property {number} tid
+ * @property {string} obtained
+ * @property {Outcome} priority
+ * @property {Outcome} deadline
+ * @property {Outcome} uclamp
+ * @property {Outcome} affinity
+ */
+
+/**
+ * @typedef {object} ThreadInfo
+ * @property {number} index 0 = driver
+ * @property {'driver'|'worker'} role
+ * @property {number} tid
+ * @property {SchedReport} sched
+ */
+
+/**
+ * @typedef {object} DeviceInfo
+ * @property {string} kind
+ * @property {string} name
+ * @property {number} sample_rate
+ * @property {number} buffer_frames
+ * @property {boolean} can_set_sample_rate
+ * @property {boolean} can_set_buffer
+ * @property {string} driver_thread
+ * @property {boolean} driver_thread_is_ours
+ * @property {string[]} notes
+ */
+
+/**
+ * @typedef {object} BusyConfig
+ * @property {number} count
+ * @property {number} period_ms
+ * @property {number} duty_pct
+ */
+
+/**
+ * @typedef {object} RtConfig
+ * @property {number|null} priority
+ * @property {'fifo'|'round_robin'} policy
+ * @property {boolean} deadline
+ * @property {number} deadline_runtime_pct
+ * @property {number} uclamp_min
+ * @property {number[]|null} cpus
+ * @property {boolean} pin
+ * @property {boolean} mlock
+ * @property {boolean} pm_qos
+ */
+
+/**
+ * The engine's settings (EngineConfig).
+ * @typedef {object} Config
+ * @property {number} sample_rate
+ * @property {number} buffer_frames
+ * @property {number} sines
+ * @property {number} burst_sines
+ * @property {'reference'|'fast'} kernel
+ * @property {number} chunk_size
+ * @property {number} threads
+ * @property {'processes_sines'|'waits_for_workers'} driver_mode
+ * @property {number} min_load_pct
+ * @property {BusyConfig} busy
+ * @property {boolean} work_interval
+ * @property {RtConfig} rt
+ * @property {boolean} input
+ */
+
+/**
+ * @typedef {object} CpuInfo
+ * @property {number} id
+ * @property {string|null} core_type
+ * @property {string|null} governor
+ * @property {number|null} cur_freq_khz
+ * @property {number|null} max_freq_khz
+ */
+
+/**
+ * @typedef {object} Limits
+ * @property {number} sines_max
+ * @property {[number, number]} threads
+ * @property {[number, number]} chunk_size
+ */
+
+/**
+ * GET /api/status.
+ * @typedef {object} Status
+ * @property {string} audio "running" or why not
+ * @property {string[]} devices
+ * @property {DeviceInfo} [device]
+ * @property {Config} [config]
+ * @property {string} [preset]
+ * @property {ThreadInfo[]} [threads]
+ * @property {{mlock: Outcome, pm_qos: Outcome}} [process_rt]
+ * @property {number} [busy_threads]
+ * @property {{copies: number, partials_per_copy: number}} [chord]
+ * @property {Limits} [limits]
+ * @property {Counts} counts
+ * @property {{source: string, estimated: boolean, last: PowerSample|null}} power
+ * @property {CpuInfo[]} cpus
+ * @property {{available: boolean, note: string}} freq
+ * @property {{stall_ms: number, every_ms: number|null}} fault
+ * @property {number} config_version
+ * @property {string|null} last_error
+ */
+
+/**
+ * A refused request's body.
+ * @typedef {object} ApiErrorBody
+ * @property {string} error
+ * @property {string} [field]
+ * @property {string} [path]
+ * @property {string} [value]
+ * @property {string} [allowed]
+ */
+
+export {};

@@ -1,0 +1,426 @@
+//! Black-box tests of the dashboard server over real sockets: the same-origin guard (HTTP and WebSocket), API validation with nothing partially applied, telemetry frames, and the end of `Running` when the device fails. Each test runs a server on its own tokio runtime.
+
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use xrunlab_dash::{start, DashError, DashOptions, DeviceFactory, Running};
+use xrunlab_engine::device::sim::SimDevice;
+use xrunlab_engine::{
+    Device, DeviceError, DeviceInfo, DeviceSignals, Engine, EngineConfig, Renderer,
+};
+
+/// A light config: the tests share a small machine with other work.
+fn config() -> EngineConfig {
+    let mut c = EngineConfig {
+        sines: 50,
+        ..EngineConfig::default()
+    };
+    c.rt.priority = None;
+    c
+}
+
+fn sim_factory() -> DeviceFactory {
+    Box::new(|kind: &str, c: &EngineConfig| match kind {
+        "sim" => Ok(
+            Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, c.input)) as Box<dyn Device>,
+        ),
+        other => Err(format!("no {other} device in this test")),
+    })
+}
+
+async fn serve_sim() -> Running {
+    let c = config();
+    let engine = Engine::start(
+        c.clone(),
+        Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, false)),
+    )
+    .unwrap();
+    start(
+        DashOptions::default(),
+        engine,
+        sim_factory(),
+        vec!["sim".into()],
+    )
+    .await
+    .unwrap()
+}
+
+/// One HTTP/1.1 request over a fresh connection; returns (status, body).
+async fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+async fn get_config(port: u16) -> Value {
+    let (status, body) = request(port, "GET", "/api/config", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    json_of(&body)
+}
+
+/// Opens a WebSocket; returns the status line's code and the stream (for reading frames).
+async fn ws_handshake(port: u16, origin: Option<&str>) -> (u16, TcpStream) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let mut req = format!(
+        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+    );
+    if let Some(o) = origin {
+        req.push_str(&format!("Origin: {o}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    // Read the response head byte by byte so no frame bytes are consumed.
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut b = [0u8; 1];
+        if s.read(&mut b).await.unwrap() == 0 {
+            break;
+        }
+        head.push(b[0]);
+    }
+    let text = String::from_utf8_lossy(&head);
+    (
+        text.split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0),
+        s,
+    )
+}
+
+/// Reads one unmasked server text frame.
+async fn ws_text(s: &mut TcpStream) -> String {
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).await.unwrap();
+    assert_eq!(h[0] & 0x0f, 1, "a text frame");
+    let len = match h[1] & 0x7f {
+        126 => {
+            let mut l = [0u8; 2];
+            s.read_exact(&mut l).await.unwrap();
+            u64::from(u16::from_be_bytes(l))
+        }
+        127 => {
+            let mut l = [0u8; 8];
+            s.read_exact(&mut l).await.unwrap();
+            u64::from_be_bytes(l)
+        }
+        n => u64::from(n),
+    };
+    let mut payload = vec![0u8; usize::try_from(len).unwrap()];
+    s.read_exact(&mut payload).await.unwrap();
+    String::from_utf8(payload).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_origins_and_hosts_are_refused() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    let own = format!("http://127.0.0.1:{port}");
+    let before = get_config(port).await;
+
+    let (status, body) = request(
+        port,
+        "PUT",
+        "/api/config",
+        &[("Origin", "http://evil.example")],
+        r#"{"sines": 7}"#,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(json_of(&body)["error"].as_str().unwrap().contains("Origin"));
+    let (status, _) = request(port, "POST", "/api/burst", &[("Origin", "null")], "").await;
+    assert_eq!(status, 403);
+    // DNS rebinding: the attacker's name now resolves to 127.0.0.1, so Host carries it.
+    let rebind = format!("rebind.example:{port}");
+    let (status, _) = request(port, "GET", "/api/status", &[("Host", &rebind)], "").await;
+    assert_eq!(status, 403);
+    let (status, _) = request(port, "GET", "/", &[("Host", &rebind)], "").await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        get_config(port).await,
+        before,
+        "a refused request changed nothing"
+    );
+
+    let (status, _) = ws_handshake(port, Some("http://evil.example")).await;
+    assert_eq!(status, 403);
+    let (status, _) = ws_handshake(port, Some(&format!("http://127.0.0.1:{}", port + 1))).await;
+    assert_eq!(status, 403);
+
+    let (status, mut ws) = ws_handshake(port, Some(&own)).await;
+    assert_eq!(status, 101);
+    let frame = json_of(&ws_text(&mut ws).await);
+    assert_eq!(frame["type"], "frame");
+    assert!(frame["counts"]["buffers"].as_u64().is_some());
+    // Scripts send no Origin; they are allowed.
+    let (status, _) = ws_handshake(port, None).await;
+    assert_eq!(status, 101);
+    let (status, body) = request(
+        port,
+        "PUT",
+        "/api/config",
+        &[("Origin", &own)],
+        r#"{"sines": 60}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, page) = request(
+        port,
+        "GET",
+        "/",
+        &[("Host", &format!("localhost:{port}"))],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(page.contains("xrunlab"));
+    running.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_validates_and_applies_whole_configs() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    let before = get_config(port).await;
+    assert_eq!(before["preset"], "standard");
+    assert_eq!(before["device"], "sim");
+
+    // Out of range: 422 naming the field and range; the valid part of the request is not applied.
+    let (status, body) = request(
+        port,
+        "PUT",
+        "/api/config",
+        &[],
+        r#"{"sines": 77, "busy": {"count": 9}}"#,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let e = json_of(&body);
+    assert_eq!(
+        (
+            e["field"].as_str(),
+            e["path"].as_str(),
+            e["allowed"].as_str()
+        ),
+        (Some("busy_threads"), Some("busy.count"), Some("0..=4"))
+    );
+    assert_eq!(get_config(port).await["sines"], before["sines"]);
+
+    for (patch, path) in [
+        (json!({"rt": {"priority": 100}}), "rt.priority"),
+        (json!({"min_load_pct": -1}), "min_load_pct"),
+        (json!({"threads": 0}), "threads"),
+        (json!({"sines": "lots"}), "sines"),
+        (json!({"device": "jack"}), "device"),
+    ] {
+        let (status, body) = request(port, "PUT", "/api/config", &[], &patch.to_string()).await;
+        assert_eq!(status, 422, "{patch}: {body}");
+        assert_eq!(json_of(&body)["path"], path, "{body}");
+    }
+    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"sinez": 3}"#).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, _) = request(port, "PUT", "/api/config", &[], "not json").await;
+    assert_eq!(status, 400);
+
+    // Live change, then a preset (a restart: the driver mode changes).
+    let (status, body) = request(
+        port,
+        "PUT",
+        "/api/config",
+        &[],
+        r#"{"sines": 80, "min_load_pct": 5}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let r = json_of(&body);
+    assert_eq!(
+        (
+            r["sines"].as_u64(),
+            r["restarted"].as_bool(),
+            r["preset"].as_str()
+        ),
+        (Some(80), Some(false), Some("custom"))
+    );
+    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"preset": "optimal"}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let r = json_of(&body);
+    assert_eq!(
+        (r["preset"].as_str(), r["restarted"].as_bool()),
+        (Some("optimal"), Some(true))
+    );
+    let status_body = request(port, "GET", "/api/status", &[], "").await.1;
+    let s = json_of(&status_body);
+    assert_eq!(
+        s["threads"].as_array().unwrap().len(),
+        3,
+        "optimal: driver + 2 workers"
+    );
+    assert_eq!(s["busy_threads"], 1);
+    assert!(s["threads"][0]["sched"]["uclamp"]["status"].is_string());
+    assert!(s["power"]["source"].is_string());
+
+    // Toggling input makes the device anew, and the input meter gets a signal.
+    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"input": true}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let (_, mut ws) = ws_handshake(port, None).await;
+    let mut peak = None;
+    for _ in 0..30 {
+        let f = json_of(&ws_text(&mut ws).await);
+        if let Some(p) = f["input_peak"].as_f64() {
+            peak = Some(p);
+            break;
+        }
+    }
+    assert!(peak.is_some_and(|p| p > 0.1), "input peak {peak:?}");
+
+    let (status, body) = request(port, "POST", "/api/burst", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = request(port, "PUT", "/api/fault", &[], r#"{"stall_ms": 5000}"#).await;
+    assert_eq!(
+        (status, json_of(&body)["path"].as_str()),
+        (422, Some("stall_ms"))
+    );
+    let (status, _) = request(port, "GET", "/api/nothing", &[], "").await;
+    assert_eq!(status, 404);
+    running.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn injected_stalls_count_as_dropouts() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    let (status, body) = request(
+        port,
+        "PUT",
+        "/api/fault",
+        &[],
+        r#"{"stall_ms": 8, "every_ms": 100}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let s = json_of(&request(port, "GET", "/api/status", &[], "").await.1);
+    assert!(
+        s["counts"]["dropouts"].as_u64().unwrap() >= 3,
+        "{}",
+        s["counts"]
+    );
+    assert!(
+        s["counts"]["skipped_periods"].as_u64().unwrap() >= 3,
+        "{}",
+        s["counts"]
+    );
+    running.shutdown().await.unwrap();
+}
+
+/// A device that fails shortly after it starts, like a JACK server going away.
+struct FailingDevice {
+    stop: Arc<AtomicBool>,
+}
+
+impl Device for FailingDevice {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            kind: "failing".into(),
+            name: "test device".into(),
+            sample_rate: 48_000,
+            buffer_frames: 128,
+            can_set_sample_rate: false,
+            can_set_buffer: false,
+            driver_thread: "none".into(),
+            driver_thread_is_ours: false,
+            notes: vec![],
+        }
+    }
+    fn configure(&mut self, _: u32, _: u32) -> Result<DeviceInfo, DeviceError> {
+        Ok(self.info())
+    }
+    fn start(
+        &mut self,
+        renderer: Renderer,
+        signals: Arc<DeviceSignals>,
+    ) -> Result<(), DeviceError> {
+        let stop = self.stop.clone();
+        std::thread::spawn(move || {
+            let _renderer = renderer;
+            std::thread::sleep(Duration::from_millis(200));
+            if !stop.load(Ordering::Acquire) {
+                signals.fail("the test server went away");
+            }
+        });
+        Ok(())
+    }
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_device_ends_the_dashboard_with_its_reason() {
+    let engine = Engine::start(
+        config(),
+        Box::new(FailingDevice {
+            stop: Arc::new(AtomicBool::new(false)),
+        }),
+    )
+    .unwrap();
+    let running = start(
+        DashOptions::default(),
+        engine,
+        sim_factory(),
+        vec!["sim".into()],
+    )
+    .await
+    .unwrap();
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        running.run_until(std::future::pending()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        result,
+        Err(DashError::Device("the test server went away".into()))
+    );
+}
