@@ -1,0 +1,473 @@
+//! Tests against a real JACK server: each test starts its own `jackd -d dummy` on the test thread and stops it by pid (a drop guard), also when the test fails.
+//!
+//! The tests take turns (a global lock): they share two cores, and the
+//! overload test would otherwise disturb the rate measurement of another.
+//! The server name reaches the client through `JackOptions::server`, which
+//! passes it to `jack_client_open` itself; `jack_bufsize` gets it through
+//! its own environment.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use xrunlab_engine::rt::clock::now_ns;
+use xrunlab_engine::{BufferReport, Device, Engine, EngineConfig, ThreadRole};
+use xrunlab_jack::{JackDevice, JackOptions};
+
+static TURN: Mutex<()> = Mutex::new(());
+
+fn take_turn() -> MutexGuard<'static, ()> {
+    // A failed test poisons the lock; the next test still runs.
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A `jackd -d dummy` of our own; killed when dropped.
+struct TestServer {
+    name: String,
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl TestServer {
+    /// Starts a server under the first free name of a small fixed set:
+    /// libjack's registry holds 8 servers and frees a killed server's entry
+    /// only when a server of the same name starts again.
+    fn start(period: u32) -> TestServer {
+        let mut last_log = String::new();
+        for slot in 0..4 {
+            let name = format!("xrl-test-{slot}");
+            match TestServer::start_named(&name, period) {
+                Ok(server) => return server,
+                Err(log) => last_log = log,
+            }
+        }
+        panic!("no test server could be started:\n{last_log}");
+    }
+
+    /// A server under `name`; `Err` with jackd's output when the name is taken.
+    fn start_named(name: &str, period: u32) -> Result<TestServer, String> {
+        if serves(name) {
+            return Err(format!("a server named {name} is already running"));
+        }
+        let name = name.to_owned();
+        let period = period.to_string();
+        // jackd's output goes to a file so that a failed start can show why.
+        let log = std::env::temp_dir().join(format!("{name}.log"));
+        let log_file = std::fs::File::create(&log).expect("jackd log file");
+        let log_err = log_file.try_clone().expect("jackd log file");
+        let child = Command::new("jackd")
+            .args([
+                "-n", &name, "-R", "-d", "dummy", "-r", "48000", "-p", &period,
+            ])
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(log_err)
+            .spawn()
+            .expect("jackd could not be started: install jackd2 (see LINUX-RT.md)");
+        let mut server = TestServer { name, child, log };
+        let t0 = Instant::now();
+        loop {
+            // Ready only if our own jackd is still alive: a server already
+            // running under this name answers too, while ours gives up.
+            let ready = serves(&server.name) && matches!(server.child.try_wait(), Ok(None));
+            if ready {
+                return Ok(server);
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                let log = std::fs::read_to_string(&server.log).unwrap_or_default();
+                assert!(
+                    log.contains("already active") || log.contains("Too many servers"),
+                    "jackd -n {} exited before it was ready: {status}\n{log}",
+                    server.name
+                );
+                return Err(log);
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "jackd -n {} not ready after 5 s",
+                server.name
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn options(&self) -> JackOptions {
+        JackOptions {
+            server: Some(self.name.clone()),
+            ..JackOptions::default()
+        }
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill with a pid we spawned and still own (not yet reaped).
+        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+    }
+
+    /// A JACK tool run against this server.
+    fn tool(&self, program: &str, args: &[&str]) -> String {
+        let out = Command::new(program)
+            .args(args)
+            .env("JACK_DEFAULT_SERVER", &self.name)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.signal(libc::SIGTERM);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(2) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.log);
+        // A killed server leaves its sockets and semaphores in /dev/shm;
+        // their names carry the server name between underscores.
+        let tag = format!("_{}_", self.name);
+        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+            for entry in dir.flatten() {
+                if entry.file_name().to_string_lossy().contains(&tag) {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+    }
+}
+
+/// Whether a JACK server answers under `name`.
+fn serves(name: &str) -> bool {
+    Command::new("jack_lsp")
+        .args(["-s", name])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("system:playback_1")
+        })
+}
+
+/// Runs `f` on a helper thread and fails the test if it takes longer than `limit` (a hang).
+fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("{what} did not return within {limit:?}"))
+}
+
+fn config(sines: usize) -> EngineConfig {
+    EngineConfig {
+        sines,
+        ..EngineConfig::default()
+    }
+}
+
+fn start(server: &TestServer, opts: JackOptions, config: EngineConfig) -> Engine {
+    assert_eq!(opts.server.as_deref(), Some(server.name.as_str()));
+    let device = JackDevice::connect(opts).expect("connect to the test server");
+    Engine::start(config, Box::new(device)).expect("engine on JACK")
+}
+
+fn drain(engine: &mut Engine) -> Vec<BufferReport> {
+    let mut v = Vec::new();
+    engine.drain(|b| v.push(b.clone()));
+    v
+}
+
+#[test]
+fn no_server_fails_at_once_saying_how_to_start_one() {
+    let name = format!("xrl-none-{}", std::process::id());
+    let t0 = Instant::now();
+    let err = JackDevice::connect(JackOptions {
+        server: Some(name.clone()),
+        ..JackOptions::default()
+    })
+    .err()
+    .expect("no server runs under this name");
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(err.0.contains("no JACK server is running"), "{err}");
+    assert!(
+        err.0.contains(&format!("jackd -n {name} -d dummy")),
+        "{err}"
+    );
+    assert!(err.0.contains("pw-jack"), "{err}");
+}
+
+#[test]
+fn callbacks_arrive_at_375_per_second_and_the_engine_agrees_with_the_server() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let mut engine = start(&server, server.options(), config(200));
+    std::thread::sleep(Duration::from_millis(300));
+    drain(&mut engine);
+    let xruns_before = engine.signals().xruns();
+    let t0 = now_ns();
+    std::thread::sleep(Duration::from_millis(2_500));
+    let t1 = now_ns();
+    let xruns_during = engine.signals().xruns() - xruns_before;
+    std::thread::sleep(Duration::from_millis(50));
+    let reports = drain(&mut engine);
+    let window: Vec<&BufferReport> = reports
+        .iter()
+        .filter(|b| b.period_start_ns >= t0 && b.period_start_ns < t1)
+        .collect();
+    let per_second = window.len() as f64 / ((t1 - t0) as f64 / 1e9);
+    assert!(
+        (per_second - 375.0).abs() <= 375.0 * 0.02,
+        "{per_second:.1} callbacks/s ({xruns_during} server xruns meanwhile, {xruns_before} before)"
+    );
+    // Period starts are JACK's clock mapped to ours. JACK's period start is
+    // its DLL-smoothed estimate of the cycle's wake-up, so a driver may run a
+    // few microseconds "before" it, but not often, and (unloaded) it runs
+    // well within the period.
+    let mut wake: Vec<u64> = window.iter().map(|b| b.driver_wake_latency_ns()).collect();
+    wake.sort_unstable();
+    let median = wake[wake.len() / 2];
+    assert!(
+        median > 0 && median < 1_000_000,
+        "median driver wake latency {median} ns"
+    );
+    let early = window
+        .iter()
+        .filter(|b| b.driver_wake_ns < b.period_start_ns)
+        .count();
+    assert!(
+        early * 100 <= window.len(),
+        "{early} of {} drivers ran before their period began",
+        window.len()
+    );
+    assert!(window
+        .iter()
+        .all(|b| b.frames == 128 && b.sample_rate == 48_000 && b.epoch == 0));
+
+    let info = engine.device_info();
+    assert_eq!(
+        (info.kind.as_str(), info.sample_rate, info.buffer_frames),
+        ("jack", 48_000, 128)
+    );
+    assert_eq!(
+        server.tool("jack_bufsize", &[]).trim(),
+        info.buffer_frames.to_string()
+    );
+    assert_eq!(
+        (engine.config().sample_rate, engine.config().buffer_frames),
+        (48_000, 128)
+    );
+    let driver = &engine.threads()[0];
+    assert_eq!(driver.role, ThreadRole::Driver);
+    assert!(
+        driver.sched.obtained.contains("FIFO"),
+        "jackd -R gives its clients FIFO: {}",
+        driver.sched.obtained
+    );
+    assert!(
+        engine.signals().server_load().is_some(),
+        "the server's DSP load is recorded"
+    );
+    // An unloaded client causes no xruns; a builder sharing the cores may cause one.
+    assert!(
+        engine.signals().xruns() <= 2,
+        "{} xruns",
+        engine.signals().xruns()
+    );
+    within(Duration::from_secs(5), "stop", move || engine.stop(|_| {}));
+}
+
+#[test]
+fn ports_are_registered_and_connected_to_the_system_ports() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let opts = JackOptions {
+        client_name: "xrl-ports".into(),
+        connect_ports: true,
+        input: true,
+        ..server.options()
+    };
+    let mut config = config(18);
+    config.input = true;
+    let mut engine = start(&server, opts, config);
+    let listing = server.tool("jack_lsp", &["-c"]);
+    for port in [
+        "xrl-ports:out_l",
+        "xrl-ports:out_r",
+        "xrl-ports:in_l",
+        "xrl-ports:in_r",
+    ] {
+        assert!(listing.contains(port), "{port} missing in\n{listing}");
+    }
+    let connected_to = |port: &str| -> Vec<String> {
+        let mut lines = listing.lines().skip_while(|l| *l != port).skip(1);
+        std::iter::from_fn(|| {
+            lines
+                .next()
+                .filter(|l| l.starts_with(' '))
+                .map(|l| l.trim().to_owned())
+        })
+        .collect()
+    };
+    assert_eq!(connected_to("xrl-ports:out_l"), ["system:playback_1"]);
+    assert_eq!(connected_to("xrl-ports:out_r"), ["system:playback_2"]);
+    assert_eq!(connected_to("xrl-ports:in_l"), ["system:capture_1"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let reports = drain(&mut engine);
+    assert!(
+        reports.iter().all(|b| b.input_peak.is_some()),
+        "input is metered"
+    );
+    within(Duration::from_secs(5), "stop", move || engine.stop(|_| {}));
+}
+
+#[test]
+fn an_overload_produces_counted_server_xruns_and_late_renders() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let mut config = config(20_000);
+    // The workers stay SCHED_OTHER so that two cores of runaway real-time
+    // work cannot starve the server and the other builds on this machine;
+    // JACK's process thread still renders its share at JACK's priority.
+    config.rt.priority = None;
+    let mut engine = start(&server, server.options(), config);
+    std::thread::sleep(Duration::from_secs(2));
+    let mut reports = drain(&mut engine);
+    let xruns = engine.signals().xruns();
+    let reports = within(Duration::from_secs(10), "stop", move || {
+        engine.stop(|b| reports.push(b.clone()));
+        reports
+    });
+    let late = reports.iter().filter(|b| b.late).count();
+    let flagged = reports.iter().filter(|b| b.device_xrun).count();
+    assert!(xruns > 0, "server xruns counted: {xruns}");
+    assert!(late > 0, "late renders: {late} of {}", reports.len());
+    assert!(flagged > 0, "buffers marked with a server xrun: {flagged}");
+}
+
+#[test]
+fn killing_the_server_ends_the_run_cleanly_and_keeps_the_data() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let mut engine = start(&server, server.options(), config(200));
+    std::thread::sleep(Duration::from_secs(1));
+    let mut reports = drain(&mut engine);
+    let before = reports.len();
+    assert!(before > 300, "{before} buffers in 1 s");
+    server.signal(libc::SIGKILL);
+    let t0 = Instant::now();
+    while engine.device_ended().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(3),
+            "the device did not notice the server was killed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let reason = engine.device_ended().unwrap_or_default();
+    assert!(reason.contains("shut down"), "{reason}");
+    assert!(engine.signals().failed());
+    let reports = within(
+        Duration::from_secs(5),
+        "drain and stop after the server died",
+        move || {
+            reports.extend(drain(&mut engine));
+            engine.stop(|b| reports.push(b.clone()));
+            reports
+        },
+    );
+    assert!(reports.len() >= before);
+    assert!(
+        reports.windows(2).all(|w| w[1].seq == w[0].seq + 1),
+        "no buffer lost"
+    );
+}
+
+#[test]
+fn a_buffer_size_change_during_a_run_is_followed_without_a_restart() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let mut engine = start(&server, server.options(), config(200));
+    std::thread::sleep(Duration::from_millis(500));
+    let before = drain(&mut engine);
+    assert!(before.iter().all(|b| b.frames == 128));
+    server.tool("jack_bufsize", &["256"]);
+    std::thread::sleep(Duration::from_millis(1_000));
+    let after = drain(&mut engine);
+    assert_eq!(engine.device_info().buffer_frames, 256);
+    assert_eq!(engine.audio_starts(), 1, "no engine restart");
+    let last_second: Vec<&BufferReport> = after.iter().rev().take(150).collect();
+    assert!(
+        last_second.len() == 150 && last_second.iter().all(|b| b.frames == 256 && b.epoch == 0)
+    );
+    assert!(
+        after.len() > 150 && after.len() < 260,
+        "{} buffers in about 1 s at 187.5/s",
+        after.len()
+    );
+
+    // A restart for another reason keeps the server's new size rather than
+    // asking for the engine's old one.
+    let mut next = engine.config().clone();
+    next.threads = 1;
+    let applied = engine.apply(next, |_| {}).expect("restart on JACK");
+    assert!(applied.restarted);
+    std::thread::sleep(Duration::from_millis(300));
+    let restarted = drain(&mut engine);
+    assert!(!restarted.is_empty() && restarted.iter().all(|b| b.epoch == 1 && b.frames == 256));
+    assert_eq!(server.tool("jack_bufsize", &[]).trim(), "256");
+    within(Duration::from_secs(5), "stop", move || engine.stop(|_| {}));
+}
+
+#[test]
+fn a_buffer_request_is_sent_to_the_server_and_its_answer_adopted() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let mut device = JackDevice::connect(JackOptions {
+        buffer_request: Some(64),
+        ..server.options()
+    })
+    .expect("connect");
+    let info = device.configure(44_100, 128).expect("configure");
+    assert_eq!(
+        (info.sample_rate, info.buffer_frames),
+        (48_000, 64),
+        "the server's rate, the requested buffer"
+    );
+    assert_eq!(server.tool("jack_bufsize", &[]).trim(), "64");
+    assert!(
+        info.notes
+            .iter()
+            .any(|n| n.contains("asked the server for 64 frames")),
+        "{:?}",
+        info.notes
+    );
+    // libjack connects a process to one server at a time: close before the next.
+    within(Duration::from_secs(5), "drop", move || drop(device));
+    // Without a request, the server's size is kept whatever the engine's default says.
+    let server2 = TestServer::start(256);
+    let mut device2 = JackDevice::connect(server2.options()).expect("connect");
+    assert_eq!(
+        device2
+            .configure(48_000, 128)
+            .expect("configure")
+            .buffer_frames,
+        256
+    );
+    within(Duration::from_secs(5), "drop", move || drop(device2));
+}
