@@ -1,15 +1,16 @@
-//! JACK support is not compiled into this build: explains how to get it; runs on the main thread.
+//! `--device jack` in a build without JACK support: explains how to build with it; runs on the main thread.
 
 use super::JackArgs;
 use xrunlab_engine::{Device, EngineConfig};
 
-/// This build cannot talk to JACK.
+/// This build cannot run on JACK.
 pub const AVAILABLE: bool = false;
 
-/// Always fails, saying how to build with JACK.
+/// Always fails: the message says how to get a build with JACK.
 pub fn open(_args: &JackArgs, _config: &EngineConfig) -> Result<Box<dyn Device>, String> {
-    Err("this xrunlab was built without JACK support. Install libjack's development files and pkg-config \
-         (Debian/Ubuntu: apt-get install libjack-jackd2-dev pkg-config), then build with \
-         `cargo build --release --features jack`"
+    Err("this xrunlab was built without JACK support. Rebuild it with the `jack` feature: \
+         `cargo build --release --features jack` (needs JACK's development files and pkg-config: \
+         `sudo apt-get install libjack-jackd2-dev pkg-config`). With PipeWire, run that build \
+         through `pw-jack`."
         .into())
 }

@@ -30,10 +30,8 @@ impl NotificationHandler for Notifications {
         } else {
             reason.to_owned()
         };
-        self.signals.fail(format!(
-            "JACK server ({}) shut down: {reason}",
-            self.server_label
-        ));
+        self.signals
+            .fail(format!("JACK {} shut down: {reason}", self.server_label));
     }
 
     fn xrun(&mut self, _: &Client) -> Control {
@@ -46,7 +44,7 @@ impl NotificationHandler for Notifications {
         // changes rate mid-run would detune every partial, so the run ends.
         if rate != self.sample_rate && rate != 0 {
             self.signals.fail(format!(
-                "JACK server ({}) changed its sample rate from {} Hz to {rate} Hz; start the run again",
+                "JACK {} changed its sample rate from {} Hz to {rate} Hz; start the run again",
                 self.server_label, self.sample_rate
             ));
         }
