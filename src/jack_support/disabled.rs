@@ -8,9 +8,11 @@ pub const AVAILABLE: bool = false;
 
 /// Always fails: the message says how to get a build with JACK.
 pub fn open(_args: &JackArgs, _config: &EngineConfig) -> Result<Box<dyn Device>, String> {
-    Err("this xrunlab was built without JACK support. Rebuild it with the `jack` feature: \
+    Err(
+        "this xrunlab was built without JACK support. Rebuild it with the `jack` feature: \
          `cargo build --release --features jack` (needs JACK's development files and pkg-config: \
          `sudo apt-get install libjack-jackd2-dev pkg-config`). With PipeWire, run that build \
          through `pw-jack`."
-        .into())
+            .into(),
+    )
 }

@@ -18,5 +18,7 @@ pub fn open(args: &JackArgs, config: &EngineConfig) -> Result<Box<dyn Device>, S
         input: config.input,
         buffer_request: args.buffer_request,
     };
-    JackDevice::connect(opts).map(|d| Box::new(d) as Box<dyn Device>).map_err(|e| e.to_string())
+    JackDevice::connect(opts)
+        .map(|d| Box::new(d) as Box<dyn Device>)
+        .map_err(|e| e.to_string())
 }

@@ -29,6 +29,11 @@ pub struct JackArgs {
 
 impl Default for JackArgs {
     fn default() -> Self {
-        Self { server: None, client_name: "xrunlab".into(), connect: false, buffer_request: None }
+        Self {
+            server: None,
+            client_name: "xrunlab".into(),
+            connect: false,
+            buffer_request: None,
+        }
     }
 }

@@ -1,0 +1,196 @@
+//! `xrunlab run --device jack` as a user runs it, against a `jackd -d dummy` each test starts on its own thread and stops by pid (a drop guard).
+#![cfg(feature = "jack")]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The tests take turns: libjack's server registry and two shared cores.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn take_turn() -> MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn xrunlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("xrunlab-jack-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    dir
+}
+
+/// Whether a JACK server answers under `name`.
+fn serves(name: &str) -> bool {
+    Command::new("jack_lsp")
+        .args(["-s", name])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("system:playback_1")
+        })
+}
+
+/// A `jackd -d dummy` of our own, killed when dropped.
+struct TestServer {
+    name: String,
+    child: Child,
+}
+
+impl TestServer {
+    /// Starts a server under the first free name of a small fixed set
+    /// (libjack's registry frees a killed server's entry only when a server
+    /// of the same name starts again).
+    fn start() -> TestServer {
+        for slot in 0..4 {
+            let name = format!("xrl-cli-test-{slot}");
+            if serves(&name) {
+                continue;
+            }
+            let child = Command::new("jackd")
+                .args(["-n", &name, "-R", "-d", "dummy", "-r", "48000", "-p", "128"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("jackd could not be started: install jackd2");
+            let mut server = TestServer { name, child };
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(5) {
+                match server.child.try_wait() {
+                    Ok(None) if serves(&server.name) => return server,
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                    _ => break,
+                }
+            }
+        }
+        panic!("no test JACK server could be started");
+    }
+
+    fn kill(&self) {
+        // SAFETY: kill with a pid we spawned and have not reaped.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        // SAFETY: as in `kill`.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(2) && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        // A killed server leaves its sockets and semaphores in /dev/shm.
+        let tag = format!("_{}_", self.name);
+        for entry in std::fs::read_dir("/dev/shm")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if entry.file_name().to_string_lossy().contains(&tag) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// Waits for `child` at most `limit`; kills it and fails the test on a hang.
+fn wait_bounded(mut child: Child, limit: Duration) -> std::process::Output {
+    let t0 = Instant::now();
+    while matches!(child.try_wait(), Ok(None)) {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("xrunlab did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("xrunlab output")
+}
+
+#[test]
+fn jack_without_a_server_fails_at_once_saying_how_to_start_one() {
+    let t0 = Instant::now();
+    let out = xrunlab()
+        .args([
+            "run",
+            "--device",
+            "jack",
+            "--jack-server",
+            "xrl-cli-nobody",
+            "--duration",
+            "5s",
+        ])
+        .output()
+        .expect("xrunlab runs");
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no JACK server is running"), "{stderr}");
+    assert!(
+        stderr.contains("jackd -n xrl-cli-nobody -d dummy"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_killed_server_ends_the_run_non_zero_with_the_results_written() {
+    let _turn = take_turn();
+    let server = TestServer::start();
+    let dir = scratch("killed");
+    let (json, csv) = (dir.join("out.json"), dir.join("out.csv"));
+    let child = xrunlab()
+        .args([
+            "run",
+            "--device",
+            "jack",
+            "--jack-server",
+            &server.name,
+            "--duration",
+            "20s",
+            "-q",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--csv")
+        .arg(&csv)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("xrunlab runs");
+    std::thread::sleep(Duration::from_millis(1_500));
+    server.kill();
+    let out = wait_bounded(child, Duration::from_secs(10));
+    assert!(!out.status.success(), "a run whose server died must fail");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("shut down"), "{stderr}");
+
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
+            .expect("valid JSON");
+    assert_eq!(result["end"]["ok"], false, "{}", result["end"]);
+    assert!(result["end"]["reason"]
+        .as_str()
+        .unwrap_or("")
+        .contains("shut down"));
+    let buffers = result["summary"]["buffers"].as_u64().unwrap_or(0);
+    // About 1.5 s at 375 buffers/s, minus start-up.
+    assert!(buffers > 300, "{buffers} buffers in the JSON");
+    let rows = std::fs::read_to_string(&csv)
+        .expect("CSV written")
+        .lines()
+        .count() as u64
+        - 1;
+    assert_eq!(rows, buffers, "one CSV row per buffer in the JSON summary");
+}
