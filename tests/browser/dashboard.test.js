@@ -1,0 +1,355 @@
+// @ts-check
+// Browser tests of the dashboard: the real xrunlab binary serves it, Debian's chromium (driven by playwright-core over CDP) loads it; runs in node's test runner, one test at a time.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import http from 'node:http';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const BIN = process.env.XRUNLAB_BIN ?? join(here, '../../target/debug/xrunlab');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const ARTIFACTS = join(here, 'artifacts');
+mkdirSync(ARTIFACTS, { recursive: true });
+
+/** @type {import('node:child_process').ChildProcess} */
+let server;
+/** @type {string} */
+let url;
+/** @type {number} */
+let port;
+/** @type {import('playwright-core').BrowserContext} */
+let context;
+/** @type {import('playwright-core').Page} */
+let page;
+/** @type {string} */
+let userData;
+/** @type {string[]} */
+const pageErrors = [];
+
+/**
+ * Starts the binary on a free port and resolves with the URL it prints.
+ * @param {string[]} args
+ * @returns {Promise<{proc: import('node:child_process').ChildProcess, url: string}>}
+ */
+function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(BIN, ['--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    const timer = setTimeout(() => reject(new Error(`no URL line within 60 s; stdout: ${out}; stderr: ${err}`)), 60000);
+    proc.stdout?.on('data', (d) => {
+      out += String(d);
+      const m = /^xrunlab dashboard: (http:\/\/127\.0\.0\.1:\d+\/)$/m.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc, url: m[1] });
+      }
+    });
+    proc.stderr?.on('data', (d) => (err += String(d)));
+    proc.on('exit', (code) => reject(new Error(`xrunlab exited with ${code}: ${err}`)));
+  });
+}
+
+/**
+ * A request with exactly the headers given (node's fetch would add its own).
+ * @param {string} method
+ * @param {string} path
+ * @param {Record<string, string>} [headers]
+ * @param {string} [body]
+ * @returns {Promise<{status: number, body: string}>}
+ */
+function raw(method, path, headers = {}, body = '') {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, method, path, headers: { 'content-type': 'application/json', ...headers } },
+      (res) => {
+        let text = '';
+        res.on('data', (d) => (text += String(d)));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+      },
+    );
+    req.on('error', reject);
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve({ status: res.statusCode ?? 0, body: '' });
+    });
+    req.end(body);
+  });
+}
+
+/** @param {string} path */
+async function api(path) {
+  const r = await raw('GET', path);
+  assert.equal(r.status, 200, r.body);
+  return JSON.parse(r.body);
+}
+
+/**
+ * @param {string} path
+ * @param {unknown} body
+ */
+async function put(path, body) {
+  const r = await raw('PUT', path, {}, JSON.stringify(body));
+  assert.equal(r.status, 200, r.body);
+  return JSON.parse(r.body);
+}
+
+/**
+ * Pixel statistics of a canvas: how many pixels are drawn (not white or grid grey), and
+ * the top-most row of line-blue and red pixels in the right-most `right` columns.
+ * @param {string} id
+ * @param {number} [right]
+ */
+function canvasStats(id, right = 0) {
+  return page.evaluate(
+    ({ id, right }) => {
+      const c = /** @type {HTMLCanvasElement} */ (document.getElementById(id));
+      const ctx = /** @type {CanvasRenderingContext2D} */ (c.getContext('2d'));
+      const { data, width, height } = ctx.getImageData(0, 0, c.width, c.height);
+      let drawn = 0;
+      let hash = 0;
+      let red = 0;
+      let topBlue = height;
+      const x0 = right > 0 ? width - right : 0;
+      for (let y = 0; y < height; y++) {
+        for (let x = 0; x < width; x++) {
+          const i = (y * width + x) * 4;
+          const r = data[i];
+          const g = data[i + 1];
+          const b = data[i + 2];
+          hash = (hash * 31 + r + 7 * g + 13 * b) | 0;
+          const grey = Math.abs(r - g) < 12 && Math.abs(g - b) < 12 && r > 150;
+          if (!grey) drawn++;
+          if (r > 180 && g < 90 && b < 90) red++;
+          if (x >= x0 && b > 150 && r < 120 && g < 160 && y < topBlue) topBlue = y;
+        }
+      }
+      return { drawn, fraction: drawn / (width * height), hash, red, topBlue, height };
+    },
+    { id, right },
+  );
+}
+
+const CHARTS = ['chart-load', 'chart-work', 'chart-cores', 'chart-energy', 'chart-wake'];
+
+before(async () => {
+  ({ proc: server, url } = await startServer([]));
+  port = Number(new URL(url).port);
+  userData = mkdtempSync(join(tmpdir(), 'xrunlab-chromium-'));
+  context = await chromium.launchPersistentContext(userData, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+      // A name that resolves to this machine, as a DNS-rebinding attacker's would.
+      '--host-resolver-rules=MAP rebind.test 127.0.0.1',
+    ],
+    viewport: { width: 1400, height: 1000 },
+  });
+  page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(url);
+  await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+});
+
+after(async () => {
+  await context?.close();
+  if (userData) rmSync(userData, { recursive: true, force: true });
+  server?.kill('SIGINT');
+});
+
+test('the page loads and every chart draws data', async () => {
+  await page.waitForTimeout(3500);
+  for (const id of CHARTS) {
+    const s = await canvasStats(id);
+    assert.ok(s.drawn > 200, `${id} draws nothing: ${JSON.stringify(s)}`);
+  }
+  const cores = await canvasStats('chart-cores');
+  assert.ok(cores.fraction > 0.2, `cores chart mostly empty: ${JSON.stringify(cores)}`);
+  const work = await canvasStats('chart-work');
+  assert.ok(work.fraction > 0.5, `work distribution mostly empty: ${JSON.stringify(work)}`);
+  const freq = await page.textContent('#freq');
+  assert.match(freq ?? '', /not available on this machine|MHz/);
+  const energy = await page.textContent('#energy-source');
+  const status = await api('/api/status');
+  if (status.power.estimated) assert.match(energy ?? '', /estimated/);
+  assert.equal(await page.locator('#threads tbody tr').count(), status.threads.length);
+  assert.deepEqual(pageErrors, []);
+  await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png'), fullPage: true });
+});
+
+test('the burst button raises the load line within a second', async () => {
+  await page.waitForTimeout(600);
+  const before = await canvasStats('chart-load', 150);
+  const loadBefore = await page.evaluate(() => {
+    const s = /** @type {any} */ (window).xrunlab.store;
+    return s.maxLoadSince(s.newest() - 500);
+  });
+  const t0 = Date.now();
+  await page.click('#burst');
+  let raisedAfter = -1;
+  let top = before.topBlue;
+  while (Date.now() - t0 < 1000) {
+    await page.waitForTimeout(50);
+    top = (await canvasStats('chart-load', 60)).topBlue;
+    // Rows count from the top: a higher load draws the line nearer row 0.
+    if (top < before.topBlue - 6) {
+      raisedAfter = Date.now() - t0;
+      break;
+    }
+  }
+  await page.screenshot({ path: join(ARTIFACTS, 'burst.png') });
+  assert.ok(raisedAfter >= 0, `line top went from row ${before.topBlue} to ${top} of ${before.height} (load before ${loadBefore} %)`);
+  const loadAfter = await page.evaluate(() => {
+    const s = /** @type {any} */ (window).xrunlab.store;
+    return s.maxLoadSince(s.newest() - 500);
+  });
+  assert.ok(loadAfter > loadBefore * 1.3, `load ${loadBefore} % -> ${loadAfter} %`);
+  console.log(`burst: line raised after ${raisedAfter} ms; max load ${loadBefore} % -> ${loadAfter} %`);
+});
+
+test('switching preset updates the controls and the engine', async () => {
+  const answer = page.waitForResponse((r) => r.url().endsWith('/api/config') && r.request().method() === 'PUT');
+  await page.selectOption('#preset', 'optimal');
+  assert.equal((await answer).status(), 200);
+  await page.waitForFunction(() => /** @type {HTMLSelectElement} */ (document.getElementById('c-driver_mode')).value === 'waits_for_workers');
+  let config = await api('/api/config');
+  assert.equal(config.preset, 'optimal');
+  assert.equal(config.driver_mode, 'waits_for_workers');
+  assert.equal(config.busy.count, 1);
+  assert.equal(config.work_interval, false);
+  assert.equal(await page.inputValue('[id="c-busy.count"]'), '1');
+  assert.equal(await page.isChecked('[id="c-work_interval"]'), false);
+  await page.waitForFunction(() => document.querySelectorAll('#threads tbody tr').length === 3);
+  const status = await api('/api/status');
+  assert.equal(status.busy_threads, 1);
+
+  // One control off the preset reads back as custom.
+  await page.fill('[id="c-busy.duty_pct"]', '60');
+  await page.dispatchEvent('[id="c-busy.duty_pct"]', 'change');
+  await page.waitForFunction(() => /** @type {HTMLSelectElement} */ (document.getElementById('preset')).value === 'custom');
+  config = await api('/api/config');
+  assert.equal(config.busy.duty_pct, 60);
+  assert.equal(config.preset, 'custom');
+
+  await page.selectOption('#preset', 'standard');
+  await page.waitForFunction(() => /** @type {HTMLSelectElement} */ (document.getElementById('c-driver_mode')).value === 'processes_sines');
+  config = await api('/api/config');
+  assert.equal(config.preset, 'standard');
+  assert.equal(config.busy.count, 0);
+  assert.equal(await page.inputValue('[id="c-busy.count"]'), '0');
+});
+
+test('freezing stops the curves while the dropout counter keeps counting', async () => {
+  await page.click('#freeze');
+  await page.waitForTimeout(200);
+  const frozen = await Promise.all(CHARTS.map((id) => canvasStats(id)));
+  const dropoutsBefore = Number(await page.textContent('#c-dropouts'));
+  await put('/api/fault', { stall_ms: 5, every_ms: 250 });
+  await page.waitForTimeout(1800);
+  const still = await Promise.all(CHARTS.map((id) => canvasStats(id)));
+  const dropoutsFrozen = Number(await page.textContent('#c-dropouts'));
+  await page.screenshot({ path: join(ARTIFACTS, 'frozen.png') });
+  for (let i = 0; i < CHARTS.length; i++) assert.equal(still[i].hash, frozen[i].hash, `${CHARTS[i]} changed while frozen`);
+  assert.ok(dropoutsFrozen >= dropoutsBefore + 3, `dropouts ${dropoutsBefore} -> ${dropoutsFrozen} while frozen`);
+
+  await page.click('#freeze');
+  await page.waitForTimeout(700);
+  const load = await canvasStats('chart-load');
+  assert.notEqual(load.hash, frozen[0].hash, 'load chart moves again');
+  assert.ok(load.red > 0, 'dropouts are drawn in red');
+  await page.screenshot({ path: join(ARTIFACTS, 'dropouts.png') });
+  await put('/api/fault', { stall_ms: 0 });
+});
+
+test('a refused setting shows its reason', async () => {
+  const status = await api('/api/status');
+  const uclamp = status.threads[0].sched.uclamp;
+  if (uclamp.status === 'unsupported' || uclamp.status === 'refused') {
+    const shown = await page.textContent('[data-outcome="uclamp"] .took-effect');
+    assert.ok(shown?.includes(uclamp.reason), `uclamp outcome shows ${shown}`);
+  }
+  // Out of range: the server refuses, the page says why beside the control, nothing changes.
+  await page.fill('[id="c-busy.period_ms"]', '500');
+  await page.dispatchEvent('[id="c-busy.period_ms"]', 'change');
+  const error = page.locator('[data-path="busy.period_ms"] .error');
+  await error.waitFor({ state: 'visible' });
+  const text = await error.textContent();
+  assert.match(text ?? '', /busy_period_ms/);
+  assert.match(text ?? '', /5\.\.=100/);
+  assert.match((await page.textContent('#message')) ?? '', /Refused/);
+  assert.equal((await api('/api/config')).busy.period_ms, 35);
+  await page.waitForFunction(() => /** @type {HTMLInputElement} */ (document.getElementById('c-busy.period_ms')).value === '35');
+  await page.screenshot({ path: join(ARTIFACTS, 'refused.png') });
+});
+
+test('requests with a foreign Origin or Host are refused', async () => {
+  const evil = { Origin: 'http://evil.example' };
+  assert.equal((await raw('PUT', '/api/config', evil, '{"sines": 3}')).status, 403);
+  assert.equal((await raw('POST', '/api/burst', evil)).status, 403);
+  const ws = await raw('GET', '/ws', { ...evil, Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13', 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==' });
+  assert.equal(ws.status, 403);
+  assert.notEqual((await api('/api/config')).sines, 3);
+
+  // A page from another site, in the browser: its WebSocket and its requests are refused.
+  const other = await context.newPage();
+  await other.route('http://evil.example/', (route) => route.fulfill({ contentType: 'text/html', body: '<title>evil</title>' }));
+  await other.goto('http://evil.example/');
+  const outcome = await other.evaluate(async (port) => {
+    const opened = await new Promise((resolve) => {
+      const s = new WebSocket(`ws://127.0.0.1:${port}/ws`);
+      s.onopen = () => resolve(true);
+      s.onerror = () => resolve(false);
+      s.onclose = () => resolve(false);
+    });
+    let put;
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/api/config`, { method: 'PUT', body: '{"sines": 4}' });
+      put = r.status;
+    } catch (e) {
+      put = 'blocked';
+    }
+    return { opened, put };
+  }, port);
+  assert.equal(outcome.opened, false);
+  assert.notEqual(outcome.put, 200);
+  assert.notEqual((await api('/api/config')).sines, 4);
+  // DNS rebinding: a foreign name that resolves here gets nothing.
+  const rebound = await other.goto(`http://rebind.test:${port}/`);
+  assert.equal(rebound?.status(), 403);
+  await other.close();
+});
+
+test('8 threads draw at 60 fps without jank', async () => {
+  await put('/api/config', { threads: 8, sines: 400 });
+  await page.evaluate(() => {
+    // This machine has 2 CPUs; draw 16 rows as a 16-core machine would.
+    const x = /** @type {any} */ (window).xrunlab;
+    x.charts.cores.cpus = 16;
+    x.charts.cores.invalidate();
+    x.state.draw = { frames: 0, totalMs: 0, maxMs: 0, longGaps: 0, lastT: 0 };
+  });
+  await page.waitForTimeout(4000);
+  const d = await page.evaluate(() => /** @type {any} */ (window).xrunlab.state.draw);
+  await page.screenshot({ path: join(ARTIFACTS, 'eight-threads.png'), fullPage: true });
+  const avg = d.totalMs / Math.max(1, d.frames);
+  console.log(`drawing: ${d.frames} frames in 4 s, ${avg.toFixed(2)} ms average, ${d.maxMs.toFixed(1)} ms worst, ${d.longGaps} gaps over 50 ms`);
+  assert.ok(d.frames >= 4 * 50, `only ${d.frames} animation frames in 4 s`);
+  assert.ok(avg < 4, `average draw ${avg} ms`);
+  const status = await api('/api/status');
+  assert.equal(status.threads.length, 8);
+  await put('/api/config', { preset: 'standard', sines: 1000 });
+  assert.deepEqual(pageErrors, []);
+});
