@@ -11,9 +11,11 @@ use crate::clock::JackClock;
 use crate::notify::Notifications;
 use crate::open::open_client;
 use crate::process::{Gate, Ports, Process};
+use crate::watchdog::{self, Watch};
 use jack::{AsyncClient, AudioIn, AudioOut, Client, ClientStatus, PortFlags};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 use std::time::Duration;
 use xrunlab_engine::{Device, DeviceError, DeviceInfo, DeviceSignals, Renderer};
 
@@ -57,7 +59,11 @@ enum State {
     /// Open, ports registered, not processing.
     Idle { client: Client, ports: Ports },
     /// The engine renders from the process callback.
-    Running(AsyncClient<Notifications, Process>, Arc<Gate>),
+    Running(
+        AsyncClient<Notifications, Process>,
+        Arc<Gate>,
+        Option<JoinHandle<()>>,
+    ),
     /// The client is gone (server shut down, or activation failed).
     Closed,
 }
@@ -128,7 +134,9 @@ impl JackDevice {
         let clock = JackClock::measure(&client);
         let mut notes = vec![
             clock.describe(),
-            "deadline: the server's estimate of the next cycle start (jack_get_cycle_times); a render ending later is late"
+            "period start and deadline: the server's DLL estimates of this and the next cycle start \
+             (jack_get_cycle_times); a render ending after the deadline is late; when the server's \
+             timing jitters, a thread can run before the estimated start and its wake latency reads 0"
                 .into(),
             "dropouts: server xrun notifications and late renders are counted separately".into(),
             "server DSP load: JACK's own smoothed average (jack_cpu_load), beside the engine's per-buffer load".into(),
@@ -175,7 +183,7 @@ impl JackDevice {
         }
         match &self.state {
             State::Idle { client, .. } => Some(client),
-            State::Running(active, _) => Some(active.as_client()),
+            State::Running(active, ..) => Some(active.as_client()),
             State::Closed => None,
         }
     }
@@ -325,6 +333,14 @@ impl Device for JackDevice {
             server_gone: self.server_gone.clone(),
         };
         let gate = Arc::new(Gate::default());
+        let watch = Watch {
+            gate: gate.clone(),
+            signals: signals.clone(),
+            server_gone: self.server_gone.clone(),
+            server_label: self.server_label.clone(),
+            sample_rate: rate,
+            buffer_frames: self.buffer_frames,
+        };
         let process = Process::new(renderer, ports, signals, self.clock, rate, gate.clone());
         let active = client.activate_async(notifications, process).map_err(|e| {
             DeviceError(format!(
@@ -337,7 +353,10 @@ impl Device for JackDevice {
         } else {
             Ok(())
         };
-        self.state = State::Running(active, gate);
+        // Without the watchdog the run still works; only a server that dies
+        // silently (PipeWire) would then go unnoticed.
+        let watchdog = watchdog::spawn(watch).ok();
+        self.state = State::Running(active, gate, watchdog);
         if let Err(e) = connected {
             self.stop();
             return Err(e);
@@ -346,10 +365,17 @@ impl Device for JackDevice {
     }
 
     fn stop(&mut self) {
-        let State::Running(active, gate) = std::mem::replace(&mut self.state, State::Closed) else {
+        let State::Running(active, gate, watchdog) =
+            std::mem::replace(&mut self.state, State::Closed)
+        else {
             return;
         };
-        if !gate.close(DEACTIVATE_TIMEOUT) {
+        let closed = gate.close(DEACTIVATE_TIMEOUT);
+        if let Some(w) = watchdog {
+            // It sees the closed gate within one poll.
+            let _ = w.join();
+        }
+        if !closed {
             // A render still runs (it cannot block forever, but it has not
             // ended in time); deactivating now would cancel JACK's thread
             // inside it, so the client is left alone until the process exits.

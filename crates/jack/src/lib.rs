@@ -18,5 +18,6 @@ mod device;
 mod notify;
 mod open;
 mod process;
+mod watchdog;
 
 pub use device::{JackDevice, JackOptions};

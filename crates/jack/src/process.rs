@@ -15,7 +15,7 @@
 
 use crate::clock::JackClock;
 use jack::{AudioIn, AudioOut, Client, Control, Frames, Port, ProcessHandler, ProcessScope};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use xrunlab_engine::rt::clock::now_ns;
 use xrunlab_engine::{Cycle, DeviceSignals, Renderer};
@@ -34,13 +34,27 @@ pub(crate) struct Ports {
 /// then waits for `busy` to clear. Both sides use SeqCst, so either the
 /// callback sees `closed` and leaves at once, or the device sees `busy` and
 /// waits for that render to end.
+///
+/// It also counts process callbacks, so that the watchdog can tell a server
+/// that stopped calling us (PipeWire's libjack does not report its own death).
 #[derive(Debug, Default)]
 pub(crate) struct Gate {
     closed: AtomicBool,
     busy: AtomicBool,
+    callbacks: AtomicU64,
 }
 
 impl Gate {
+    /// Process callbacks so far.
+    pub(crate) fn callbacks(&self) -> u64 {
+        self.callbacks.load(Ordering::Relaxed)
+    }
+
+    /// Whether the device is stopping.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
     /// Stops renders from starting; true once none is in progress (false if one still is after `timeout`).
     pub(crate) fn close(&self, timeout: std::time::Duration) -> bool {
         self.closed.store(true, Ordering::SeqCst);
@@ -142,6 +156,7 @@ fn period_ns(frames: Frames, rate: u32) -> u64 {
 impl ProcessHandler for Process {
     fn process(&mut self, client: &Client, ps: &ProcessScope) -> Control {
         let wake_ns = now_ns();
+        self.gate.callbacks.fetch_add(1, Ordering::Relaxed);
         self.gate.busy.store(true, Ordering::SeqCst);
         if self.gate.closed.load(Ordering::SeqCst) {
             self.ports.out_l.as_mut_slice(ps).fill(0.0);

@@ -236,24 +236,27 @@ fn callbacks_arrive_at_375_per_second_and_the_engine_agrees_with_the_server() {
         (per_second - 375.0).abs() <= 375.0 * 0.02,
         "{per_second:.1} callbacks/s ({xruns_during} server xruns meanwhile, {xruns_before} before)"
     );
-    // Period starts are JACK's clock mapped to ours. JACK's period start is
-    // its DLL-smoothed estimate of the cycle's wake-up, so a driver may run a
-    // few microseconds "before" it, but not often, and (unloaded) it runs
-    // well within the period.
+    // Period starts are JACK's clock mapped to ours. JACK's period start
+    // (jack_get_cycle_times' current_usecs) is its DLL's estimate of the
+    // cycle's wake-up, not the wake-up itself, so after a disturbance a
+    // driver may run some microseconds "before" it; a wrong clock mapping
+    // would put every wake-up milliseconds away.
     let mut wake: Vec<u64> = window.iter().map(|b| b.driver_wake_latency_ns()).collect();
     wake.sort_unstable();
     let median = wake[wake.len() / 2];
-    assert!(
-        median > 0 && median < 1_000_000,
-        "median driver wake latency {median} ns"
-    );
+    let earliest = window
+        .iter()
+        .map(|b| b.period_start_ns.saturating_sub(b.driver_wake_ns))
+        .max()
+        .unwrap_or(0);
     let early = window
         .iter()
         .filter(|b| b.driver_wake_ns < b.period_start_ns)
         .count();
     assert!(
-        early * 100 <= window.len(),
-        "{early} of {} drivers ran before their period began",
+        median > 0 && median < 1_000_000 && earliest < 500_000 && early * 4 <= window.len(),
+        "driver wake latency: median {median} ns; {early} of {} ran before JACK's period start, \
+         at most {earliest} ns before",
         window.len()
     );
     assert!(window
@@ -396,6 +399,39 @@ fn killing_the_server_ends_the_run_cleanly_and_keeps_the_data() {
         reports.windows(2).all(|w| w[1].seq == w[0].seq + 1),
         "no buffer lost"
     );
+}
+
+#[test]
+fn a_server_that_stops_calling_the_client_ends_the_run() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let mut engine = start(&server, server.options(), config(18));
+    std::thread::sleep(Duration::from_millis(300));
+    // A stopped server neither runs cycles nor says goodbye, like a dead
+    // PipeWire daemon seen through its libjack.
+    server.signal(libc::SIGSTOP);
+    let t0 = Instant::now();
+    while engine.device_ended().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the watchdog did not notice the silence"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let reason = engine.device_ended().unwrap_or_default();
+    assert!(reason.contains("stopped calling the client"), "{reason}");
+    assert!(engine.signals().failed());
+    let reports = within(
+        Duration::from_secs(6),
+        "stop with a stopped server",
+        move || {
+            let mut v = drain(&mut engine);
+            engine.stop(|b| v.push(b.clone()));
+            v
+        },
+    );
+    assert!(reports.len() > 50, "{} buffers kept", reports.len());
+    // Drop kills the stopped server (SIGKILL works on a stopped process).
 }
 
 #[test]
