@@ -194,3 +194,138 @@ fn a_killed_server_ends_the_run_non_zero_with_the_results_written() {
         - 1;
     assert_eq!(rows, buffers, "one CSV row per buffer in the JSON summary");
 }
+
+/// A private PipeWire daemon (no session manager, its dummy driver), killed when dropped.
+struct PipeWire {
+    runtime_dir: std::path::PathBuf,
+    child: Child,
+}
+
+impl PipeWire {
+    /// `None` when PipeWire and its JACK library are not installed.
+    fn start() -> Option<PipeWire> {
+        let installed = |tool: &str| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .stdout(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if !installed("pipewire") || !installed("pw-jack") {
+            return None;
+        }
+        let runtime_dir = scratch("pipewire-runtime");
+        let child = Command::new("pipewire")
+            .env("XDG_RUNTIME_DIR", &runtime_dir)
+            .env("PIPEWIRE_QUANTUM", "128/48000")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("pipewire starts");
+        let pw = PipeWire { runtime_dir, child };
+        let t0 = Instant::now();
+        while !pw.runtime_dir.join("pipewire-0").exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "pipewire not ready after 5 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(pw)
+    }
+
+    /// `xrunlab ARGS` through `pw-jack`, on this daemon.
+    fn xrunlab(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("pw-jack");
+        c.arg(env!("CARGO_BIN_EXE_xrunlab"))
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &self.runtime_dir)
+            .env("PIPEWIRE_QUANTUM", "128/48000");
+        c
+    }
+}
+
+impl Drop for PipeWire {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
+    }
+}
+
+#[test]
+fn pipewire_serves_the_jack_device_and_its_death_ends_the_run() {
+    let _turn = take_turn();
+    let Some(pw) = PipeWire::start() else {
+        eprintln!("SKIPPED: PipeWire is not installed (apt-get install pipewire pipewire-jack)");
+        return;
+    };
+    let dir = scratch("pipewire");
+    let json = dir.join("run.json");
+    let out = pw
+        .xrunlab(&[
+            "run",
+            "--device",
+            "jack",
+            "--duration",
+            "2s",
+            "-q",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("pw-jack xrunlab runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
+            .expect("valid JSON");
+    assert_eq!(
+        result["device"]["buffer_frames"], 128,
+        "PIPEWIRE_QUANTUM=128/48000"
+    );
+    assert_eq!(result["device"]["sample_rate"], 48_000);
+    let buffers = result["summary"]["buffers"].as_u64().unwrap_or(0);
+    assert!(
+        (700..=790).contains(&buffers),
+        "{buffers} buffers in 2 s at 375/s"
+    );
+
+    // PipeWire's libjack does not report the daemon's death; the device's
+    // watchdog ends the run when the callbacks stop.
+    let child = pw
+        .xrunlab(&[
+            "run",
+            "--device",
+            "jack",
+            "--duration",
+            "20s",
+            "-q",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pw-jack xrunlab runs");
+    std::thread::sleep(Duration::from_millis(1_500));
+    drop(pw);
+    let out = wait_bounded(child, Duration::from_secs(10));
+    assert!(!out.status.success(), "a run whose server died must fail");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written"))
+            .expect("valid JSON");
+    assert!(
+        result["end"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("stopped calling"),
+        "{}",
+        result["end"]
+    );
+    assert!(result["summary"]["buffers"].as_u64().unwrap_or(0) > 300);
+}
