@@ -360,7 +360,10 @@ mod tests {
     #[test]
     fn partial_patch_changes_only_its_fields() {
         let r = merge(json!({"sines": 300, "busy": {"duty_pct": 20.0}})).unwrap();
-        let mut want = EngineConfig { sines: 300, ..EngineConfig::default() };
+        let mut want = EngineConfig {
+            sines: 300,
+            ..EngineConfig::default()
+        };
         want.busy.duty_pct = 20.0;
         assert_eq!(r.config, want);
         assert_eq!(r.device, None);

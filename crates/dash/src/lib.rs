@@ -118,6 +118,24 @@ pub fn serve(
     result
 }
 
+/// Kernel send buffer of each connection (accepted sockets inherit it from the listener). Small,
+/// so a page that stops reading blocks its sends within about half a second of frames and then
+/// skips frames, instead of the kernel queueing megabytes of stale ones for it to replay.
+const SEND_BUFFER_BYTES: u32 = 32 * 1024;
+
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // Restarting on a fixed port must not wait out the old connections' TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.set_send_buffer_size(SEND_BUFFER_BYTES)?;
+    socket.bind(addr)?;
+    socket.listen(128)
+}
+
 /// A dashboard serving on the current tokio runtime (see [`start`]).
 pub struct Running {
     addr: SocketAddr,
@@ -126,6 +144,7 @@ pub struct Running {
     owner_done: Option<tokio::sync::oneshot::Receiver<()>>,
     server: tokio::task::JoinHandle<()>,
     stop_server: Option<tokio::sync::oneshot::Sender<()>>,
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Running {
@@ -170,6 +189,7 @@ impl Running {
                 .and_then(|r| r.ok()),
             None => None,
         };
+        let _ = self.closing.send(true);
         if let Some(tx) = self.stop_server.take() {
             let _ = tx.send(());
         }
@@ -195,14 +215,12 @@ pub async fn start(
     factory: DeviceFactory,
     kinds: Vec<String>,
 ) -> Result<Running, DashError> {
-    let listener = tokio::net::TcpListener::bind((opts.listen, opts.port))
-        .await
-        .map_err(|e| {
-            DashError::Bind(format!(
-                "could not listen on {}:{}: {e}",
-                opts.listen, opts.port
-            ))
-        })?;
+    let listener = bind(SocketAddr::new(opts.listen, opts.port)).map_err(|e| {
+        DashError::Bind(format!(
+            "could not listen on {}:{}: {e}",
+            opts.listen, opts.port
+        ))
+    })?;
     let addr = listener
         .local_addr()
         .map_err(|e| DashError::Bind(e.to_string()))?;
@@ -227,11 +245,13 @@ pub async fn start(
         done_tx,
     )
     .map_err(|e| DashError::Runtime(format!("could not start the engine thread: {e}")))?;
+    let (closing, closing_rx) = tokio::sync::watch::channel(false);
     let state = server::AppState {
         commands: commands.clone(),
         frames,
         shared,
         policy: Arc::new(guard::OriginPolicy::new(opts.listen, addr.port())),
+        closing: closing_rx,
     };
     let app = server::router(state);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -250,5 +270,6 @@ pub async fn start(
         owner_done: Some(done_rx),
         server,
         stop_server: Some(stop_tx),
+        closing,
     })
 }

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{broadcast, oneshot, watch};
 
 /// Longest a request waits for the engine thread: a restart or device switch takes a while,
 /// but a wedged engine thread must not hang the page forever.
@@ -29,6 +29,8 @@ pub(crate) struct AppState {
     pub frames: broadcast::Sender<Utf8Bytes>,
     pub shared: Arc<Shared>,
     pub policy: Arc<OriginPolicy>,
+    /// Becomes true at shutdown, so open WebSockets close instead of holding the server up.
+    pub closing: watch::Receiver<bool>,
 }
 
 /// The routes, with the same-origin guard in front of all of them.
@@ -187,43 +189,84 @@ async fn ws(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Respons
     upgrade
         // Frames are a few kB; a bigger message from a page is not something it should send.
         .max_message_size(64 * 1024)
-        .on_upgrade(move |socket| stream(socket, frames, state.shared))
+        .on_upgrade(move |socket| stream(socket, frames, state.shared, state.closing))
 }
 
-/// One page's stream. Frames are awaited into the socket one at a time; while a send waits on
-/// a slow page the broadcast ring moves on, so that page later sees `Lagged(n)`: n frames it
-/// will not get, counted, and the engine thread never noticed.
+/// One page's stream. While a send waits on a slow page, newer frames keep arriving from the
+/// broadcast ring: only the newest is kept for the next send and every one it replaces is
+/// counted as dropped at once, so a frozen page shows up in the counts while it is frozen. The
+/// engine thread never waits for any of this.
 async fn stream(
     mut socket: WebSocket,
     mut frames: broadcast::Receiver<Utf8Bytes>,
     shared: Arc<Shared>,
+    mut closing: watch::Receiver<bool>,
 ) {
-    let mut mine: u64 = 0;
+    let mut lost: u64 = 0;
+    let mut told: u64 = 0;
+    let count = |n: u64, lost: &mut u64| {
+        *lost += n;
+        shared.frames_dropped.fetch_add(n, Ordering::Relaxed);
+    };
     loop {
-        tokio::select! {
+        if *closing.borrow() {
+            let _ = socket.send(Message::Close(None)).await;
+            return;
+        }
+        let mut next = tokio::select! {
+            // An error means the server is gone without saying so: stop too.
+            changed = closing.changed() => if changed.is_err() { return } else { continue },
             frame = frames.recv() => match frame {
-                Ok(text) => {
-                    if socket.send(Message::Text(text)).await.is_err() {
-                        break;
-                    }
-                }
+                Ok(text) => Some(text),
                 Err(broadcast::error::RecvError::Lagged(n)) => {
-                    mine += n;
-                    shared.frames_dropped.fetch_add(n, Ordering::Relaxed);
-                    let note = json!({ "type": "lagged", "dropped_frames": mine }).to_string();
-                    if socket.send(Message::Text(note.into())).await.is_err() {
-                        break;
-                    }
+                    count(n, &mut lost);
+                    None
                 }
                 Err(broadcast::error::RecvError::Closed) => {
                     let _ = socket.send(Message::Close(None)).await;
-                    break;
+                    return;
                 }
             },
             incoming = socket.recv() => match incoming {
-                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
-                Some(Ok(_)) => {}
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => None,
             },
+        };
+        while let Some(text) = next.take() {
+            let message = if lost > told {
+                // Tell the page before its next frame how many it missed (its own total).
+                told = lost;
+                next = Some(text);
+                Message::Text(
+                    json!({ "type": "lagged", "dropped_frames": lost })
+                        .to_string()
+                        .into(),
+                )
+            } else {
+                Message::Text(text)
+            };
+            let send = socket.send(message);
+            tokio::pin!(send);
+            loop {
+                tokio::select! {
+                    sent = &mut send => {
+                        if sent.is_err() {
+                            return;
+                        }
+                        break;
+                    }
+                    frame = frames.recv() => match frame {
+                        Ok(newer) => {
+                            if next.replace(newer).is_some() {
+                                count(1, &mut lost);
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Lagged(n)) => count(n, &mut lost),
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    _ = closing.changed() => return,
+                }
+            }
         }
     }
 }

@@ -354,6 +354,49 @@ async fn injected_stalls_count_as_dropouts() {
     running.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_stops_reading_loses_frames_and_the_engine_goes_on() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    // A tiny receive window: the server's sends soon wait on this page, as on a frozen tab.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(1024).unwrap();
+    let mut s = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+    let req = format!(
+        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).await.unwrap();
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let counts = |body: String| json_of(&body)["counts"].clone();
+    let before = counts(request(port, "GET", "/api/status", &[], "").await.1);
+    let mut after = before.clone();
+    // Frames are ~1-2 kB at 30 a second; the kernel's socket buffers take a while to fill.
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        after = counts(request(port, "GET", "/api/status", &[], "").await.1);
+        if after["frames_dropped"].as_u64() > Some(0) {
+            break;
+        }
+    }
+    assert!(after["frames_dropped"].as_u64() > Some(0), "{after}");
+    // Meanwhile every buffer was drained and counted: ~375 per second at 128 frames, 48 kHz.
+    let buffers = after["buffers"].as_u64().unwrap() - before["buffers"].as_u64().unwrap();
+    let frames = after["frames"].as_u64().unwrap() - before["frames"].as_u64().unwrap();
+    assert!(
+        buffers as f64 > frames as f64 * 12.5 * 0.8,
+        "{buffers} buffers in {frames} frames"
+    );
+    drop(s);
+    running.shutdown().await.unwrap();
+}
+
 /// A device that fails shortly after it starts, like a JACK server going away.
 struct FailingDevice {
     stop: Arc<AtomicBool>,
