@@ -1,72 +1,113 @@
-//! JACK's clock against the engine's CLOCK_MONOTONIC: measured once on a control thread, applied on JACK's process thread.
+//! JACK's clock against the engine's CLOCK_MONOTONIC: identified once on a control thread, converted every cycle on JACK's process thread.
 //!
-//! JACK2 on Linux reads CLOCK_MONOTONIC (its "system" clock source) in
-//! microseconds, so its cycle times compare directly with
-//! [`xrunlab_engine::rt::clock::now_ns`]. A server built with another clock
-//! source (cycle counter, HPET, or PipeWire's JACK library) may not; the
-//! offset is measured rather than assumed, and applied when it is not zero.
+//! JACK2 on Linux stamps its cycles with CLOCK_MONOTONIC_RAW, PipeWire's
+//! libjack with CLOCK_MONOTONIC, and other builds may use other sources. The
+//! engine's timestamps are CLOCK_MONOTONIC, which NTP slews against the raw
+//! clock (by 144 ms on the machine this was written on, and by up to 500 us
+//! per second while slewing), so a fixed offset measured once would drift
+//! during a run: the offset is read again every cycle.
 
 use jack::Client;
 use xrunlab_engine::rt::clock::now_ns;
 
-/// Offsets below this are read as "the same clock": `jack_get_time` has
+/// Two clocks closer than this read as the same: `jack_get_time` has
 /// microsecond resolution and the bracketing reads take a few hundred ns.
 const SAME_CLOCK_TOLERANCE_NS: i64 = 20_000;
 
-/// How JACK time maps to CLOCK_MONOTONIC.
+/// Which clock JACK's times are on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct JackClock {
-    /// Add to JACK's time (in ns) to get CLOCK_MONOTONIC ns; 0 when they are the same clock.
-    pub offset_ns: i64,
+pub(crate) enum JackClock {
+    /// CLOCK_MONOTONIC itself: no conversion.
+    Monotonic,
+    /// CLOCK_MONOTONIC_RAW: the offset is read every cycle with ns precision.
+    MonotonicRaw,
+    /// Unknown, or indistinguishable right now (the two clocks agree at the
+    /// moment, but may drift apart): the offset is taken from `jack_get_time`
+    /// every cycle, to within its microsecond resolution.
+    JackTime,
+}
+
+/// Nanoseconds on `clock`.
+// time_t and c_long are 32-bit on some targets, so the casts are not always no-ops.
+#[allow(clippy::unnecessary_cast)]
+fn read(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock ids are constants the kernel knows.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as i64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as i64)
+}
+
+/// `jack_get_time` minus `clock`, in ns, from the tightest of a few bracketing reads.
+fn offset_to(client: &Client, clock: libc::clockid_t) -> i64 {
+    let mut best: Option<(i64, i64)> = None;
+    for _ in 0..32 {
+        let before = read(clock);
+        let jack_ns = client.time().saturating_mul(1_000) as i64;
+        let after = read(clock);
+        let width = after - before;
+        // jack_get_time truncates to whole microseconds: its true value lies half a microsecond later on average.
+        let offset = jack_ns + 500 - (before + width / 2);
+        if best.map_or(true, |(w, _)| width < w) {
+            best = Some((width, offset));
+        }
+    }
+    best.map_or(i64::MAX, |(_, o)| o)
 }
 
 impl JackClock {
-    /// Compares `jack_get_time` with CLOCK_MONOTONIC, keeping the tightest of
-    /// a few bracketing reads so that a preemption between reads does not skew it.
-    pub(crate) fn measure(client: &Client) -> JackClock {
-        let mut best: Option<(u64, i64)> = None;
-        for _ in 0..32 {
-            let before = now_ns();
-            let jack_ns = client.time().saturating_mul(1_000);
-            let after = now_ns();
-            let width = after.saturating_sub(before);
-            let mid = before + width / 2;
-            let offset = mid as i64 - jack_ns as i64;
-            if best.map_or(true, |(w, _)| width < w) {
-                best = Some((width, offset));
-            }
-        }
-        let offset = best.map_or(0, |(_, o)| o);
-        // jack_get_time truncates to whole microseconds, so the same clock reads up to 1 us ahead.
-        JackClock {
-            offset_ns: if offset.abs() < SAME_CLOCK_TOLERANCE_NS {
-                0
-            } else {
-                offset
-            },
+    /// Finds out which clock JACK's times are on.
+    pub(crate) fn identify(client: &Client) -> JackClock {
+        let mono = offset_to(client, libc::CLOCK_MONOTONIC).abs() < SAME_CLOCK_TOLERANCE_NS;
+        let raw = offset_to(client, libc::CLOCK_MONOTONIC_RAW).abs() < SAME_CLOCK_TOLERANCE_NS;
+        match (mono, raw) {
+            (true, false) => JackClock::Monotonic,
+            (false, true) => JackClock::MonotonicRaw,
+            _ => JackClock::JackTime,
         }
     }
 
-    /// JACK microseconds as CLOCK_MONOTONIC nanoseconds. Real-time safe.
+    /// What to add to JACK's times (in ns) to get CLOCK_MONOTONIC, read now.
+    /// Real-time safe: vDSO clock reads only.
     #[inline]
-    pub(crate) fn to_monotonic_ns(self, jack_usecs: u64) -> u64 {
-        let ns = jack_usecs.saturating_mul(1_000);
-        if self.offset_ns >= 0 {
-            ns.saturating_add(self.offset_ns as u64)
-        } else {
-            ns.saturating_sub(self.offset_ns.unsigned_abs())
+    pub(crate) fn offset_now_ns(self, client: &Client) -> i64 {
+        match self {
+            JackClock::Monotonic => 0,
+            JackClock::MonotonicRaw => now_ns() as i64 - read(libc::CLOCK_MONOTONIC_RAW),
+            JackClock::JackTime => {
+                let jack_ns = client.time().saturating_mul(1_000) as i64 + 500;
+                now_ns() as i64 - jack_ns
+            }
         }
+    }
+
+    /// JACK microseconds as CLOCK_MONOTONIC nanoseconds, with this cycle's offset.
+    #[inline]
+    pub(crate) fn to_monotonic_ns(jack_usecs: u64, offset_ns: i64) -> u64 {
+        (jack_usecs.saturating_mul(1_000) as i64)
+            .saturating_add(offset_ns)
+            .max(0) as u64
     }
 
     /// A line for the device notes.
     pub(crate) fn describe(self) -> String {
-        if self.offset_ns == 0 {
-            "clock: JACK's cycle times are CLOCK_MONOTONIC (checked against the engine's clock at connect)".into()
-        } else {
-            format!(
-                "clock: JACK's clock differs from CLOCK_MONOTONIC by {:.3} ms; cycle times are converted with that offset",
-                self.offset_ns as f64 / 1e6
-            )
+        let drift = (read(libc::CLOCK_MONOTONIC) - read(libc::CLOCK_MONOTONIC_RAW)) as f64 / 1e6;
+        match self {
+            JackClock::Monotonic => "clock: JACK's cycle times are CLOCK_MONOTONIC, the engine's clock".into(),
+            JackClock::MonotonicRaw => format!(
+                "clock: JACK's cycle times are CLOCK_MONOTONIC_RAW, converted to CLOCK_MONOTONIC every cycle \
+                 (the clocks differ by {drift:.3} ms now, and NTP slewing changes that)"
+            ),
+            JackClock::JackTime => "clock: JACK's cycle times are converted to CLOCK_MONOTONIC every cycle through \
+                 jack_get_time (to within 1 us)"
+                .into(),
         }
     }
 }

@@ -131,7 +131,7 @@ impl JackDevice {
             outputs: [full("out_l"), full("out_r")],
             inputs: opts.input.then(|| [full("in_l"), full("in_r")]),
         };
-        let clock = JackClock::measure(&client);
+        let clock = JackClock::identify(&client);
         let mut notes = vec![
             clock.describe(),
             "period start and deadline: the server's DLL estimates of this and the next cycle start \

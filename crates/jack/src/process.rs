@@ -119,14 +119,17 @@ impl Process {
             out_r.fill(0.0);
             return;
         }
-        // current_usecs is when the server's cycle began; next_usecs is the
-        // server's estimate of the next cycle's start, by which this buffer
-        // must be complete.
+        // current_usecs is the server's (DLL-smoothed) time of this cycle's
+        // start; next_usecs its estimate of the next cycle's start, by which
+        // this buffer must be complete. Both are on JACK's clock.
         let (period_start_ns, deadline_ns) = match ps.cycle_times() {
-            Ok(t) => (
-                self.clock.to_monotonic_ns(t.current_usecs),
-                self.clock.to_monotonic_ns(t.next_usecs),
-            ),
+            Ok(t) => {
+                let offset = self.clock.offset_now_ns(client);
+                (
+                    JackClock::to_monotonic_ns(t.current_usecs, offset),
+                    JackClock::to_monotonic_ns(t.next_usecs, offset),
+                )
+            }
             Err(_) => (
                 wake_ns,
                 wake_ns.saturating_add(period_ns(ps.n_frames(), self.sample_rate)),
