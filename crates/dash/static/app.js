@@ -36,6 +36,8 @@ const charts = {
   wake: new WakeChart(canvas('chart-wake'), store),
 };
 const chartNames = Object.keys(charts);
+/** Charts drawn from per-buffer data (energy is sampled separately). */
+const BUFFER_CHARTS = ['load', 'work', 'cores', 'wake'];
 /** @type {Record<string, boolean>} */
 const visible = { load: true, work: true, cores: true, energy: true, wake: true, freq: true };
 
@@ -43,8 +45,8 @@ const state = {
   frozen: false,
   /** performance.now() minus server time, the smallest seen (the least-delayed frame) */
   clockOffset: Infinity,
-  /** how far behind the newest data the right edge is drawn, so late frames still land on undrawn columns */
-  delayMs: 120,
+  /** how far behind now the right edge is drawn: a frame carries buffers up to ~45 ms old */
+  delayMs: 80,
   configVersion: -1,
   /** @type {Counts | null} */
   counts: null,
@@ -90,11 +92,10 @@ function onFrame(f) {
   if (f.freq_khz) showFreqs(f.freq_khz);
   const offset = performance.now() - f.t;
   if (offset < state.clockOffset) state.clockOffset = offset;
-  // Buffers older than what is already drawn would be missed: draw further behind, repaint once.
-  const drawnTo = charts.load.edge;
-  if (!state.frozen && f.ts.length > 0 && f.ts[0] < drawnTo && Number.isFinite(drawnTo)) {
-    state.delayMs = Math.min(500, state.delayMs + 20);
-    for (const c of Object.values(charts)) c.invalidate();
+  // Buffers that arrive after their columns were drawn (a late frame on a busy machine) are
+  // painted in by repainting just those columns, so the edge can stay close to now.
+  if (!state.frozen && f.ts.length > 0) {
+    for (const name of BUFFER_CHARTS) if (visible[name] && f.ts[0] < charts[name].edge) charts[name].repaintFrom(f.ts[0]);
   }
   const wake = /** @type {WakeChart} */ (charts.wake);
   if (wake.rescale()) updateAxis('wake');

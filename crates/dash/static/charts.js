@@ -95,6 +95,23 @@ export class ScrollChart {
     this.columnsPainted += dx;
   }
 
+  /**
+   * Repaints the columns from time `t` to the edge, for data that arrived after they were drawn.
+   * @param {number} t
+   */
+  repaintFrom(t) {
+    if (this.full || !Number.isFinite(this.edge)) return;
+    const W = this.canvas.width;
+    const msPerPx = this.windowMs / W;
+    const x0 = Math.max(0, Math.floor(W - (this.edge - t) / msPerPx) - 1);
+    if (x0 >= W) return;
+    this.ctx.fillStyle = BACKGROUND;
+    this.ctx.fillRect(x0, 0, W - x0, this.canvas.height);
+    this.reset();
+    this.strip(x0, W, this.edge, msPerPx);
+    this.columnsPainted += W - x0;
+  }
+
   /** Forgets per-strip continuity state before a full repaint. */
   reset() {}
 

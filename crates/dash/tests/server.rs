@@ -397,6 +397,58 @@ async fn a_page_that_stops_reading_loses_frames_and_the_engine_goes_on() {
     running.shutdown().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_that_cannot_start_leaves_the_old_one_running() {
+    let c = config();
+    let engine = Engine::start(
+        c.clone(),
+        Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, false)),
+    )
+    .unwrap();
+    let factory: DeviceFactory = Box::new(|kind: &str, c: &EngineConfig| match kind {
+        "sim" => Ok(
+            Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, c.input)) as Box<dyn Device>,
+        ),
+        _ => Err("no such hardware here".into()),
+    });
+    let running = start(
+        DashOptions::default(),
+        engine,
+        factory,
+        vec!["sim".into(), "broken".into()],
+    )
+    .await
+    .unwrap();
+    let port = running.local_addr().port();
+    let (status, body) = request(
+        port,
+        "PUT",
+        "/api/config",
+        &[],
+        r#"{"device": "broken", "sines": 70}"#,
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    let error = json_of(&body)["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.contains("no such hardware here") && error.contains("still on the sim device"),
+        "{error}"
+    );
+    let config = get_config(port).await;
+    assert_eq!(
+        (config["device"].as_str(), config["sines"].as_u64()),
+        (Some("sim"), Some(50))
+    );
+    let buffers = |body: String| json_of(&body)["counts"]["buffers"].as_u64().unwrap();
+    let before = buffers(request(port, "GET", "/api/status", &[], "").await.1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        buffers(request(port, "GET", "/api/status", &[], "").await.1) > before + 50,
+        "audio runs again"
+    );
+    running.shutdown().await.unwrap();
+}
+
 /// A device that fails shortly after it starts, like a JACK server going away.
 struct FailingDevice {
     stop: Arc<AtomicBool>,
