@@ -1,5 +1,5 @@
-// @ts-check
 // Browser tests of the dashboard: the real xrunlab binary serves it, Debian's chromium (driven by playwright-core over CDP) loads it; runs in node's test runner, one test at a time.
+// @ts-check
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

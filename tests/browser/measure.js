@@ -1,5 +1,5 @@
-// @ts-check
 // Measurements for the dashboard's report (not a test): the server threads' CPU use while a page streams, and the largest sine count without dropouts with the page open versus closed. Runs in node; drives the real binary and Debian's chromium.
+// @ts-check
 //
 //   node measure.js [cpu|capacity|all]   (XRUNLAB_BIN overrides target/debug/xrunlab)
 

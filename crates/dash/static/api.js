@@ -1,5 +1,5 @@
-// @ts-check
 // The page's side of the JSON API and the telemetry WebSocket (with reconnect); runs on the page's main thread.
+// @ts-check
 
 /** @typedef {import('./types.js').Status} Status */
 /** @typedef {import('./types.js').Config} Config */

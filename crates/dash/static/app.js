@@ -1,5 +1,5 @@
-// @ts-check
 // The page's entry: connects telemetry to the stores, runs the requestAnimationFrame loop that draws the charts (skipped while frozen), and keeps the toolbar, counters, device and thread panels current. Runs on the page's main thread.
+// @ts-check
 
 import { connect, getStatus, postBurst } from './api.js';
 import { BufferStore, SampleStore } from './series.js';

@@ -1,5 +1,5 @@
-// @ts-check
 // The scrolling canvas charts (load, work distribution, cores, energy, wake-up latency), drawn incrementally: each animation frame shifts the pixels already drawn and paints only the newly revealed columns. Runs on the page's main thread inside requestAnimationFrame.
+// @ts-check
 
 /** @typedef {import('./series.js').BufferStore} BufferStore */
 /** @typedef {import('./series.js').SampleStore} SampleStore */

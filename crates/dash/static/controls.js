@@ -1,5 +1,5 @@
-// @ts-check
 // The control panel: builds every engine control with AudioPerfLab's ranges, applies changes through PUT /api/config, shows what the machine refused and what took effect beside each real-time option. Runs on the page's main thread.
+// @ts-check
 
 import { ApiError, putConfig } from './api.js';
 
@@ -65,8 +65,9 @@ function threadOutcomes(s, which) {
 }
 
 /**
- * The sine sliders span 8 chord copies (more than any 2026 desktop sustains with the reference
- * kernel); the number box beside them accepts up to the engine's limit.
+ * The sine sliders span 8 chord copies, several times what a small machine sustains with the
+ * reference kernel, so the slider stays usable; the number box beside it accepts up to the
+ * engine's limit (256 copies).
  * @param {Status} s
  */
 function sineSliderMax(s) {

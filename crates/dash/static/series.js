@@ -1,5 +1,5 @@
-// @ts-check
 // Telemetry history in preallocated ring buffers (per buffer, per thread, and sampled series), filled from WebSocket frames and read by the charts; runs on the page's main thread.
+// @ts-check
 
 /** @typedef {import('./types.js').Frame} Frame */
 

@@ -1,5 +1,5 @@
-// @ts-check
 // Types of the JSON the server sends (API.md describes them); no code, only JSDoc for tsc. Loaded on the page's main thread.
+// @ts-check
 
 /**
  * One thread's columns in a frame (one entry per buffer).
