@@ -190,7 +190,7 @@ impl JackDevice {
 
     fn gone_error(&self) -> DeviceError {
         DeviceError(format!(
-            "the JACK client \"{}\" on {} is closed (the server shut down); start the server and run again",
+            "the JACK client \"{}\" on {} is closed (its server shut down, or activation failed); start the server and run again",
             self.client_name, self.server_label
         ))
     }

@@ -6,7 +6,9 @@
 //! passes it to `jack_client_open` itself; `jack_bufsize` gets it through
 //! its own environment.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use xrunlab_engine::rt::clock::now_ns;
@@ -14,6 +16,44 @@ use xrunlab_engine::{BufferReport, Device, Engine, EngineConfig, ThreadRole};
 use xrunlab_jack::{JackDevice, JackOptions};
 
 static TURN: Mutex<()> = Mutex::new(());
+
+/// Counts the allocations made on one thread (the JACK process thread, once
+/// a test names it), to prove the process callback allocates nothing.
+struct CountingAlloc;
+
+static WATCHED_TID: AtomicI32 = AtomicI32::new(0);
+static WATCHED_ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the
+// bookkeeping is two atomics and a gettid syscall, which do not allocate.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_alloc();
+        // SAFETY: forwarded caller contract.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note_alloc();
+        // SAFETY: forwarded caller contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_alloc();
+        // SAFETY: forwarded caller contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+fn note_alloc() {
+    let watched = WATCHED_TID.load(Ordering::Relaxed);
+    // SAFETY: gettid has no arguments and cannot fail.
+    if watched != 0 && watched == unsafe { libc::syscall(libc::SYS_gettid) } as i32 {
+        WATCHED_ALLOCS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
 
 fn take_turn() -> MutexGuard<'static, ()> {
     // A failed test poisons the lock; the next test still runs.
@@ -294,6 +334,36 @@ fn callbacks_arrive_at_375_per_second_and_the_engine_agrees_with_the_server() {
         engine.signals().xruns()
     );
     within(Duration::from_secs(5), "stop", move || engine.stop(|_| {}));
+}
+
+#[test]
+fn the_process_callback_does_not_allocate() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let opts = JackOptions {
+        input: true,
+        ..server.options()
+    };
+    let mut config = config(500);
+    config.input = true;
+    let mut engine = start(&server, opts, config);
+    std::thread::sleep(Duration::from_millis(300));
+    let driver_tid = engine.threads()[0].tid;
+    WATCHED_ALLOCS.store(0, Ordering::Relaxed);
+    WATCHED_TID.store(driver_tid, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(1_000));
+    // A burst changes the active partials mid-run, the path most likely to allocate.
+    engine.trigger_burst();
+    std::thread::sleep(Duration::from_millis(500));
+    WATCHED_TID.store(0, Ordering::Relaxed);
+    let allocs = WATCHED_ALLOCS.load(Ordering::Relaxed);
+    let buffers = drain(&mut engine).len();
+    within(Duration::from_secs(5), "stop", move || engine.stop(|_| {}));
+    assert!(buffers > 500, "{buffers} buffers");
+    assert_eq!(
+        allocs, 0,
+        "allocations on JACK's process thread (tid {driver_tid})"
+    );
 }
 
 #[test]
