@@ -12,6 +12,9 @@ command -v jack_lsp >/dev/null || need_apt+=(jackd2)
 pkg-config --exists jack 2>/dev/null || need_apt+=(libjack-jackd2-dev pkg-config)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v npm >/dev/null || need_apt+=(npm)
+# PipeWire serves JACK clients too; its test runs headless when these are present.
+command -v pipewire >/dev/null || need_apt+=(pipewire)
+command -v pw-jack >/dev/null || need_apt+=(pipewire-jack)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -23,6 +26,6 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 cargo test --workspace --features jack --locked
-if [ -f tests/browser/run.sh ]; then
-  bash tests/browser/run.sh
-fi
+# The browser tests drive the binary the Rust tests just built (with JACK).
+cargo build --features jack --locked --bin xrunlab
+XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh

@@ -40,9 +40,16 @@ struct BenchResult {
 }
 
 fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
-    let config = EngineConfig { sines: 0, burst_sines: 0, threads: 2, buffer_frames: 128, ..EngineConfig::default() };
+    let config = EngineConfig {
+        sines: 0,
+        burst_sines: 0,
+        threads: 2,
+        buffer_frames: 128,
+        ..EngineConfig::default()
+    };
     let device = SimDevice::new(config.sample_rate, config.buffer_frames, false);
-    let mut engine = Engine::start(config, Box::new(device)).map_err(|e| Failure::Runtime(e.to_string()))?;
+    let mut engine =
+        Engine::start(config, Box::new(device)).map_err(|e| Failure::Runtime(e.to_string()))?;
     let mut render = Vec::new();
     let mut handoff = Vec::new();
     let mut own = Vec::new();
@@ -57,17 +64,28 @@ fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
             .map(|t| b.period_start_ns + t.wake_latency_ns)
             .max()
             .unwrap_or(b.render_start_ns);
-        let h = last_worker_running.saturating_sub(b.render_start_ns).min(total);
+        let h = last_worker_running
+            .saturating_sub(b.render_start_ns)
+            .min(total);
         render.push(total as f64 / 1e3);
         handoff.push(h as f64 / 1e3);
         own.push((total - h) as f64 / 1e3);
-        wake.extend(b.threads.iter().filter(|t| t.index > 0).map(|t| t.wake_latency_ns as f64 / 1e3));
+        wake.extend(
+            b.threads
+                .iter()
+                .filter(|t| t.index > 0)
+                .map(|t| t.wake_latency_ns as f64 / 1e3),
+        );
     };
     while t0.elapsed() < duration {
         std::thread::sleep(Duration::from_millis(20));
         engine.drain(&mut sink);
     }
-    let driver_sched = engine.threads().first().map(|t| t.sched.obtained.clone()).unwrap_or_default();
+    let driver_sched = engine
+        .threads()
+        .first()
+        .map(|t| t.sched.obtained.clone())
+        .unwrap_or_default();
     engine.stop(&mut sink);
     Ok(OverheadFigures {
         sines: 0,
@@ -83,11 +101,21 @@ fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
 }
 
 pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
-    let provenance = Provenance::collect(env!("CARGO_PKG_VERSION"), xrunlab_sys::default_proc_root(), xrunlab_sys::default_sys_root());
-    let (kernel_time, overhead_time) =
-        if args.quick { (Duration::from_millis(300), Duration::from_secs(1)) } else { (Duration::from_secs(2), Duration::from_secs(5)) };
+    let provenance = Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    );
+    let (kernel_time, overhead_time) = if args.quick {
+        (Duration::from_millis(300), Duration::from_secs(1))
+    } else {
+        (Duration::from_secs(2), Duration::from_secs(5))
+    };
     let sines = Chord::partials_per_copy(48_000);
-    println!("kernel throughput on one core ({sines} sines x 128 frames at 48 kHz, {} per kernel)", humantime::format_duration(kernel_time));
+    println!(
+        "kernel throughput on one core ({sines} sines x 128 frames at 48 kHz, {} per kernel)",
+        humantime::format_duration(kernel_time)
+    );
     println!("  kernel      ns/partial-sample   Mpartial-samples/s/core   sines/core in real time");
     let mut kernels = Vec::new();
     for kernel in [Kernel::Reference, Kernel::Fast] {
@@ -110,18 +138,41 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         o.sines, o.threads, o.buffer_frames, o.buffers, o.driver_sched
     );
     let row = |name: &str, p: &Percentiles, note: &str| {
-        println!("  {name:<34} p50 {:>6.1} us  p99 {:>6.1} us  max {:>7.1} us{note}", p.p50, p.p99, p.max);
+        println!(
+            "  {name:<34} p50 {:>6.1} us  p99 {:>6.1} us  max {:>7.1} us{note}",
+            p.p50, p.p99, p.max
+        );
     };
     row("render wall time", &o.render_us, "");
-    row("  of which the OS running a worker", &o.os_handoff_us, "  (futex wake to worker running)");
-    row("  engine's own time", &o.engine_own_us, "  (targets: p50 < 20 us, p99 < 100 us)");
-    row("worker wake-up latency", &o.worker_wake_us, "  (period start to worker running)");
+    row(
+        "  of which the OS running a worker",
+        &o.os_handoff_us,
+        "  (futex wake to worker running)",
+    );
+    row(
+        "  engine's own time",
+        &o.engine_own_us,
+        "  (targets: p50 < 20 us, p99 < 100 us)",
+    );
+    row(
+        "worker wake-up latency",
+        &o.worker_wake_us,
+        "  (period start to worker running)",
+    );
     if let Some(path) = &args.json {
         let mut provenance = provenance;
         provenance.finish();
-        let result = BenchResult { schema: "xrunlab.bench/1", provenance, kernels, fast_over_reference: ratio, overhead: o };
-        let text = serde_json::to_string_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;
-        std::fs::write(path, text + "\n").map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        let result = BenchResult {
+            schema: "xrunlab.bench/1",
+            provenance,
+            kernels,
+            fast_over_reference: ratio,
+            overhead: o,
+        };
+        let text =
+            serde_json::to_string_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
     }
     Ok(())
 }

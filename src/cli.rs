@@ -151,11 +151,16 @@ pub struct EngineArgs {
     /// Enable audio input (a test tone on the simulated device), shown by a meter.
     #[arg(long, help_heading = "Device")]
     pub input: bool,
-    /// JACK server name (sets JACK_DEFAULT_SERVER).
+    /// JACK server name (`jackd -n NAME`); default: $JACK_DEFAULT_SERVER, else "default".
     #[arg(long, value_name = "NAME", help_heading = "Device")]
     pub jack_server: Option<String>,
     /// JACK client name.
-    #[arg(long, value_name = "NAME", default_value = "xrunlab", help_heading = "Device")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "xrunlab",
+        help_heading = "Device"
+    )]
     pub jack_client: String,
     /// Connect the JACK ports to the system ports.
     #[arg(long, help_heading = "Device")]
@@ -184,7 +189,12 @@ pub struct EngineArgs {
     #[arg(long, value_enum, help_heading = "Threads and workarounds")]
     pub driver_mode: Option<DriverModeArg>,
     /// Minimum load in percent of the buffer, 0..=100 (low-energy padding, not counted as load).
-    #[arg(long, value_name = "PCT", allow_negative_numbers = true, help_heading = "Threads and workarounds")]
+    #[arg(
+        long,
+        value_name = "PCT",
+        allow_negative_numbers = true,
+        help_heading = "Threads and workarounds"
+    )]
     pub min_load: Option<f32>,
     /// Busy threads, 0..=4.
     #[arg(long, value_name = "N", help_heading = "Threads and workarounds")]
@@ -193,14 +203,24 @@ pub struct EngineArgs {
     #[arg(long, value_name = "MS", help_heading = "Threads and workarounds")]
     pub busy_period: Option<u32>,
     /// Busy thread duty in percent, 0..=100.
-    #[arg(long, value_name = "PCT", allow_negative_numbers = true, help_heading = "Threads and workarounds")]
+    #[arg(
+        long,
+        value_name = "PCT",
+        allow_negative_numbers = true,
+        help_heading = "Threads and workarounds"
+    )]
     pub busy_duty: Option<f32>,
     /// Work interval: on Linux, audio threads ask for uclamp.min.
     #[arg(long, value_enum, help_heading = "Threads and workarounds")]
     pub work_interval: Option<OnOff>,
 
     /// SCHED_FIFO priority for audio threads, 1..=99.
-    #[arg(long, value_name = "N", conflicts_with = "no_rt", help_heading = "Real-time")]
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "no_rt",
+        help_heading = "Real-time"
+    )]
     pub priority: Option<u8>,
     /// Use SCHED_RR instead of SCHED_FIFO.
     #[arg(long, conflicts_with = "no_rt", help_heading = "Real-time")]
@@ -212,7 +232,13 @@ pub struct EngineArgs {
     #[arg(long, help_heading = "Real-time")]
     pub deadline: bool,
     /// SCHED_DEADLINE runtime in percent of the period, 1..=100.
-    #[arg(long, value_name = "PCT", requires = "deadline", allow_negative_numbers = true, help_heading = "Real-time")]
+    #[arg(
+        long,
+        value_name = "PCT",
+        requires = "deadline",
+        allow_negative_numbers = true,
+        help_heading = "Real-time"
+    )]
     pub deadline_runtime: Option<f32>,
     /// uclamp.min requested while the work interval is on, 0..=1024.
     #[arg(long, value_name = "N", help_heading = "Real-time")]
@@ -323,8 +349,9 @@ impl EngineArgs {
             c.rt.uclamp_min = v;
         }
         if let Some(list) = &self.cpus {
-            let cpus = xrunlab_sys::cpu::parse_cpu_list(list)
-                .map_err(|e| UsageError(format!("invalid --cpus {list:?}: {e} (write e.g. 0-3,6)")))?;
+            let cpus = xrunlab_sys::cpu::parse_cpu_list(list).map_err(|e| {
+                UsageError(format!("invalid --cpus {list:?}: {e} (write e.g. 0-3,6)"))
+            })?;
             c.rt.cpus = Some(cpus);
         }
         c.rt.pin |= self.pin;
@@ -354,5 +381,8 @@ fn flag_error(e: &xrunlab_engine::ConfigError) -> String {
         "cpus" => "--cpus",
         other => other,
     };
-    format!("invalid value '{}' for {flag}: allowed {}", e.value, e.allowed)
+    format!(
+        "invalid value '{}' for {flag}: allowed {}",
+        e.value, e.allowed
+    )
 }

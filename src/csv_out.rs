@@ -14,19 +14,33 @@ pub struct CsvOut {
 impl CsvOut {
     /// Creates the file and writes the header; `threads` audio threads get columns (driver first).
     pub fn create(path: &Path, threads: usize) -> Result<CsvOut, String> {
-        let file = File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let file =
+            File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
         let mut out = BufWriter::new(file);
         let mut header = String::from(
             "epoch,seq,frames,sample_rate,period_start_ns,deadline_ns,driver_wake_ns,render_start_ns,render_end_ns,\
              load_pct,active_sines,burst,late,device_xrun,dropout,input_peak,server_load_pct",
         );
         for i in 0..threads {
-            for col in ["cpu_start", "cpu_end", "sines", "computed", "chunks", "wake_us", "busy_us", "cpu_us"] {
+            for col in [
+                "cpu_start",
+                "cpu_end",
+                "sines",
+                "computed",
+                "chunks",
+                "wake_us",
+                "busy_us",
+                "cpu_us",
+            ] {
                 header.push_str(&format!(",t{i}_{col}"));
             }
         }
         writeln!(out, "{header}").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        Ok(CsvOut { out, threads, path: path.display().to_string() })
+        Ok(CsvOut {
+            out,
+            threads,
+            path: path.display().to_string(),
+        })
     }
 
     /// Appends one buffer. Missing thread records leave empty cells.
@@ -49,7 +63,9 @@ impl CsvOut {
             u8::from(b.device_xrun),
             u8::from(b.dropout()),
             b.input_peak.map(|p| format!("{p:.6}")).unwrap_or_default(),
-            b.server_load_pct.map(|p| format!("{p:.2}")).unwrap_or_default(),
+            b.server_load_pct
+                .map(|p| format!("{p:.2}"))
+                .unwrap_or_default(),
         );
         for i in 0..self.threads {
             match b.threads.iter().find(|t| t.index == i) {
@@ -72,6 +88,8 @@ impl CsvOut {
 
     /// Flushes what is buffered to the file.
     pub fn flush(&mut self) -> Result<(), String> {
-        self.out.flush().map_err(|e| format!("cannot write {}: {e}", self.path))
+        self.out
+            .flush()
+            .map_err(|e| format!("cannot write {}: {e}", self.path))
     }
 }

@@ -12,12 +12,19 @@ use xrunlab_engine::{Engine, EngineConfig, EngineError};
 pub const DASHBOARD_SINES: usize = 1000;
 
 fn defaults() -> EngineConfig {
-    EngineConfig { sines: DASHBOARD_SINES, ..EngineConfig::default() }
+    EngineConfig {
+        sines: DASHBOARD_SINES,
+        ..EngineConfig::default()
+    }
 }
 
 pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
-    let mut config = args.engine.to_config(defaults()).map_err(|e| Failure::Usage(e.0))?;
-    let device = devices::open(args.engine.device, &args.engine, &mut config).map_err(Failure::Runtime)?;
+    let mut config = args
+        .engine
+        .to_config(defaults())
+        .map_err(|e| Failure::Usage(e.0))?;
+    let device =
+        devices::open(args.engine.device, &args.engine, &mut config).map_err(Failure::Runtime)?;
     let engine = Engine::start(config, device).map_err(|e| match e {
         EngineError::Config(c) => Failure::Usage(c.to_string()),
         other => Failure::Runtime(other.to_string()),
@@ -27,12 +34,25 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         let kind = match kind {
             "sim" => DeviceKind::Sim,
             "jack" => DeviceKind::Jack,
-            other => return Err(format!("unknown device {other:?}: allowed are {}", devices::available().join(", "))),
+            other => {
+                return Err(format!(
+                    "unknown device {other:?}: allowed are {}",
+                    devices::available().join(", ")
+                ))
+            }
         };
         let mut config = config.clone();
         devices::open_with(kind, &jack, &mut config)
     });
-    let fault = args.stall.zip(args.stall_every).map(|(stall, every)| Fault { stall, every });
-    let opts = DashOptions { listen: args.listen, port: args.port, fault };
-    xrunlab_dash::serve(opts, engine, factory, devices::available()).map_err(|e: DashError| Failure::Runtime(e.to_string()))
+    let fault = args
+        .stall
+        .zip(args.stall_every)
+        .map(|(stall, every)| Fault { stall, every });
+    let opts = DashOptions {
+        listen: args.listen,
+        port: args.port,
+        fault,
+    };
+    xrunlab_dash::serve(opts, engine, factory, devices::available())
+        .map_err(|e: DashError| Failure::Runtime(e.to_string()))
 }

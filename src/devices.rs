@@ -16,14 +16,26 @@ pub fn jack_args(args: &EngineArgs) -> JackArgs {
 
 /// Opens `kind` for `config`. A JACK device starts at the server's rate and
 /// buffer size unless the user asked for a buffer size.
-pub fn open(kind: DeviceKind, args: &EngineArgs, config: &mut EngineConfig) -> Result<Box<dyn Device>, String> {
+pub fn open(
+    kind: DeviceKind,
+    args: &EngineArgs,
+    config: &mut EngineConfig,
+) -> Result<Box<dyn Device>, String> {
     open_with(kind, &jack_args(args), config)
 }
 
 /// As [`open`], with the JACK settings already gathered.
-pub fn open_with(kind: DeviceKind, jack: &JackArgs, config: &mut EngineConfig) -> Result<Box<dyn Device>, String> {
+pub fn open_with(
+    kind: DeviceKind,
+    jack: &JackArgs,
+    config: &mut EngineConfig,
+) -> Result<Box<dyn Device>, String> {
     match kind {
-        DeviceKind::Sim => Ok(Box::new(SimDevice::new(config.sample_rate, config.buffer_frames, config.input))),
+        DeviceKind::Sim => Ok(Box::new(SimDevice::new(
+            config.sample_rate,
+            config.buffer_frames,
+            config.input,
+        ))),
         DeviceKind::Jack => {
             let device = jack_support::open(jack, config)?;
             let info = device.info();

@@ -91,17 +91,32 @@ pub fn warnings(threads: &[ThreadInfo], process: &ProcessRt, info: &DeviceInfo) 
         if t.index == 0 && !info.driver_thread_is_ours {
             continue;
         }
-        for (what, o) in [("priority", &t.sched.priority), ("SCHED_DEADLINE", &t.sched.deadline), ("uclamp.min", &t.sched.uclamp), ("affinity", &t.sched.affinity)] {
+        for (what, o) in [
+            ("priority", &t.sched.priority),
+            ("SCHED_DEADLINE", &t.sched.deadline),
+            ("uclamp.min", &t.sched.uclamp),
+            ("affinity", &t.sched.affinity),
+        ] {
             match o {
-                Outcome::Refused { reason, fallback } => out.push(format!("{who}: {what} refused ({reason}); running with {fallback}")),
-                Outcome::Unsupported { reason } => out.push(format!("{who}: {what} {reason}; running with {}", t.sched.obtained)),
+                Outcome::Refused { reason, fallback } => out.push(format!(
+                    "{who}: {what} refused ({reason}); running with {fallback}"
+                )),
+                Outcome::Unsupported { reason } => out.push(format!(
+                    "{who}: {what} {reason}; running with {}",
+                    t.sched.obtained
+                )),
                 _ => {}
             }
         }
     }
-    for (what, o) in [("mlockall", &process.mlock), ("PM QoS (/dev/cpu_dma_latency)", &process.pm_qos)] {
+    for (what, o) in [
+        ("mlockall", &process.mlock),
+        ("PM QoS (/dev/cpu_dma_latency)", &process.pm_qos),
+    ] {
         match o {
-            Outcome::Refused { reason, fallback } => out.push(format!("{what} refused ({reason}); {fallback}")),
+            Outcome::Refused { reason, fallback } => {
+                out.push(format!("{what} refused ({reason}); {fallback}"))
+            }
             Outcome::Unsupported { reason } => out.push(format!("{what}: {reason}")),
             _ => {}
         }
@@ -136,10 +151,15 @@ fn delta(t: &ThreadInfo, a: &ThreadStat, b: &ThreadStat) -> OsThreadStats {
         index: t.index,
         tid: t.tid,
         voluntary_switches: b.voluntary_switches.saturating_sub(a.voluntary_switches),
-        involuntary_switches: b.involuntary_switches.saturating_sub(a.involuntary_switches),
+        involuntary_switches: b
+            .involuntary_switches
+            .saturating_sub(a.involuntary_switches),
         runqueue_wait_ms: b.runqueue_wait_ns.saturating_sub(a.runqueue_wait_ns) as f64 / 1e6,
         run_ms: b.run_ns.saturating_sub(a.run_ns) as f64 / 1e6,
-        kernel_migrations: b.migrations.zip(a.migrations).map(|(b, a)| b.saturating_sub(a)),
+        kernel_migrations: b
+            .migrations
+            .zip(a.migrations)
+            .map(|(b, a)| b.saturating_sub(a)),
         user_ms: b.utime_ns.saturating_sub(a.utime_ns) as f64 / 1e6,
         system_ms: b.stime_ns.saturating_sub(a.stime_ns) as f64 / 1e6,
     }
@@ -161,6 +181,7 @@ pub fn workload(engine: &Engine) -> Workload {
 
 /// Writes `result` as pretty JSON to `path`.
 pub fn write_json(path: &Path, result: &RunResult) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(result).map_err(|e| format!("cannot serialize the result: {e}"))?;
+    let text = serde_json::to_string_pretty(result)
+        .map_err(|e| format!("cannot serialize the result: {e}"))?;
     std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -56,8 +56,15 @@ impl Collected {
 }
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
-    let mut config = args.engine.to_config(EngineConfig::default()).map_err(|e| Failure::Usage(e.0))?;
-    let provenance = Provenance::collect(env!("CARGO_PKG_VERSION"), xrunlab_sys::default_proc_root(), xrunlab_sys::default_sys_root());
+    let mut config = args
+        .engine
+        .to_config(EngineConfig::default())
+        .map_err(|e| Failure::Usage(e.0))?;
+    let provenance = Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    );
     if let Some(p) = &args.json {
         check_writable(p)?;
     }
@@ -65,11 +72,16 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         Some(p) => Some(CsvOut::create(p, config.realtime_threads()).map_err(Failure::Runtime)?),
         None => None,
     };
-    let device = crate::devices::open(args.engine.device, &args.engine, &mut config).map_err(Failure::Runtime)?;
+    let device = crate::devices::open(args.engine.device, &args.engine, &mut config)
+        .map_err(Failure::Runtime)?;
     let interrupted = interrupt_flag();
     let expected_threads = config.realtime_threads();
     let mut engine = Engine::start(config, device).map_err(start_error)?;
-    let mut col = Collected { stats: RunStats::new(expected_threads), csv, csv_error: None };
+    let mut col = Collected {
+        stats: RunStats::new(expected_threads),
+        csv,
+        csv_error: None,
+    };
     let mut events = Vec::new();
     let t0 = Instant::now();
     let mut next_burst = args.burst_every;
@@ -80,25 +92,46 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         engine.drain(|b| col.add(b));
         let t = t0.elapsed();
         if let Some(reason) = engine.device_ended() {
-            break (format!("device ended: {reason}"), !engine.signals().failed());
+            break (
+                format!("device ended: {reason}"),
+                !engine.signals().failed(),
+            );
         }
         if interrupted.load(Ordering::SeqCst) {
-            break (format!("interrupted after {:.1} s (Ctrl-C); data up to then is kept", t.as_secs_f64()), true);
+            break (
+                format!(
+                    "interrupted after {:.1} s (Ctrl-C); data up to then is kept",
+                    t.as_secs_f64()
+                ),
+                true,
+            );
         }
         if t >= args.duration {
-            break (format!("duration reached ({})", humantime::format_duration(args.duration)), true);
+            break (
+                format!(
+                    "duration reached ({})",
+                    humantime::format_duration(args.duration)
+                ),
+                true,
+            );
         }
         if let (Some(at), Some(every)) = (next_burst, args.burst_every) {
             if t >= at {
                 engine.trigger_burst();
-                events.push(Event { t_s: t.as_secs_f64(), kind: "burst" });
+                events.push(Event {
+                    t_s: t.as_secs_f64(),
+                    kind: "burst",
+                });
                 next_burst = Some(at + every);
             }
         }
         if let (Some(at), Some(every), Some(stall)) = (next_stall, args.stall_every, args.stall) {
             if t >= at {
                 engine.inject_stall(stall.as_nanos() as u64);
-                events.push(Event { t_s: t.as_secs_f64(), kind: "stall" });
+                events.push(Event {
+                    t_s: t.as_secs_f64(),
+                    kind: "stall",
+                });
                 next_stall = Some(at + every);
             }
         }
@@ -112,24 +145,50 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             next_progress += Duration::from_secs(1);
         }
     };
-    finish(engine, col, provenance, events, reason, ok, args.json.as_deref())
+    finish(
+        engine,
+        col,
+        provenance,
+        events,
+        reason,
+        ok,
+        args.json.as_deref(),
+    )
 }
 
 pub fn render(args: &RenderArgs) -> Result<(), Failure> {
-    let config = args.engine.to_config(EngineConfig::default()).map_err(|e| Failure::Usage(e.0))?;
+    let config = args
+        .engine
+        .to_config(EngineConfig::default())
+        .map_err(|e| Failure::Usage(e.0))?;
     if args.engine.device != crate::cli::DeviceKind::Sim {
-        return Err(Failure::Usage("render writes a file with the offline device; --device does not apply".into()));
+        return Err(Failure::Usage(
+            "render writes a file with the offline device; --device does not apply".into(),
+        ));
     }
-    let provenance = Provenance::collect(env!("CARGO_PKG_VERSION"), xrunlab_sys::default_proc_root(), xrunlab_sys::default_sys_root());
+    let provenance = Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    );
     if let Some(p) = &args.json {
         check_writable(p)?;
     }
     let frames = (args.duration.as_secs_f64() * f64::from(config.sample_rate)).round() as u64;
-    let device = OfflineDevice::new(config.sample_rate, config.buffer_frames, frames.max(1), args.out.clone());
+    let device = OfflineDevice::new(
+        config.sample_rate,
+        config.buffer_frames,
+        frames.max(1),
+        args.out.clone(),
+    );
     let interrupted = interrupt_flag();
     let expected_threads = config.realtime_threads();
     let mut engine = Engine::start(config, Box::new(device)).map_err(start_error)?;
-    let mut col = Collected { stats: RunStats::new(expected_threads), csv: None, csv_error: None };
+    let mut col = Collected {
+        stats: RunStats::new(expected_threads),
+        csv: None,
+        csv_error: None,
+    };
     let (reason, ok) = loop {
         std::thread::sleep(DRAIN_INTERVAL);
         engine.drain(|b| col.add(b));
@@ -137,10 +196,21 @@ pub fn render(args: &RenderArgs) -> Result<(), Failure> {
             break (reason, !engine.signals().failed());
         }
         if interrupted.load(Ordering::SeqCst) {
-            break ("interrupted (Ctrl-C); the WAV file holds what was rendered".into(), true);
+            break (
+                "interrupted (Ctrl-C); the WAV file holds what was rendered".into(),
+                true,
+            );
         }
     };
-    finish(engine, col, provenance, Vec::new(), reason, ok, args.json.as_deref())
+    finish(
+        engine,
+        col,
+        provenance,
+        Vec::new(),
+        reason,
+        ok,
+        args.json.as_deref(),
+    )
 }
 
 fn finish(
@@ -175,12 +245,20 @@ fn finish(
         config,
         device,
         workload,
-        scheduling: Scheduling { threads, process, os_stats, warnings },
+        scheduling: Scheduling {
+            threads,
+            process,
+            os_stats,
+            warnings,
+        },
         summary: col.stats.summary(),
         device_counters,
         ring_drops: ring_drops_before_stop,
         events,
-        end: EndOfRun { reason: reason.clone(), ok },
+        end: EndOfRun {
+            reason: reason.clone(),
+            ok,
+        },
     };
     let mut errors = Vec::new();
     if let Some(csv) = col.csv.as_mut() {

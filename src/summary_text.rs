@@ -12,25 +12,38 @@ fn us(p: &Percentiles) -> String {
     if p.count == 0 {
         return "no samples".into();
     }
-    format!("p50 {:.0} us  p99 {:.0} us  max {:.0} us", p.p50, p.p99, p.max)
+    format!(
+        "p50 {:.0} us  p99 {:.0} us  max {:.0} us",
+        p.p50, p.p99, p.max
+    )
 }
 
 /// Which Linux counterparts of a work interval took effect, option by option.
 fn rt_line(r: &RunResult) -> String {
     use xrunlab_sys::Outcome;
-    let ours: Vec<_> = r.scheduling.threads.iter().filter(|t| t.index > 0 || r.device.driver_thread_is_ours).collect();
-    let per_thread = |name: &str, pick: &dyn Fn(&xrunlab_sys::sched::ThreadSchedReport) -> &Outcome| {
-        let outcomes: Vec<&Outcome> = ours.iter().map(|t| pick(&t.sched)).collect();
-        let applied = outcomes.iter().filter(|o| o.took_effect()).count();
-        if outcomes.iter().all(|o| matches!(o, Outcome::NotRequested)) {
-            format!("{name} not requested")
-        } else if applied == outcomes.len() {
-            format!("{name} on {applied}/{} threads", outcomes.len())
-        } else {
-            let why = outcomes.iter().find(|o| !o.took_effect()).map(|o| o.summary()).unwrap_or_default();
-            format!("{name} on {applied}/{} threads ({why})", outcomes.len())
-        }
-    };
+    let ours: Vec<_> = r
+        .scheduling
+        .threads
+        .iter()
+        .filter(|t| t.index > 0 || r.device.driver_thread_is_ours)
+        .collect();
+    let per_thread =
+        |name: &str, pick: &dyn Fn(&xrunlab_sys::sched::ThreadSchedReport) -> &Outcome| {
+            let outcomes: Vec<&Outcome> = ours.iter().map(|t| pick(&t.sched)).collect();
+            let applied = outcomes.iter().filter(|o| o.took_effect()).count();
+            if outcomes.iter().all(|o| matches!(o, Outcome::NotRequested)) {
+                format!("{name} not requested")
+            } else if applied == outcomes.len() {
+                format!("{name} on {applied}/{} threads", outcomes.len())
+            } else {
+                let why = outcomes
+                    .iter()
+                    .find(|o| !o.took_effect())
+                    .map(|o| o.summary())
+                    .unwrap_or_default();
+                format!("{name} on {applied}/{} threads ({why})", outcomes.len())
+            }
+        };
     let process = |name: &str, o: &Outcome| match o {
         Outcome::NotRequested => format!("{name} not requested"),
         o if o.took_effect() => format!("{name} on"),
@@ -77,7 +90,13 @@ pub fn render(r: &RunResult) -> String {
         if c.work_interval { "on" } else { "off" }
     );
     for t in &r.scheduling.threads {
-        let _ = writeln!(s, "thread    {:<9} tid {:<7} {}", thread_name(t.index), t.tid, t.sched.obtained);
+        let _ = writeln!(
+            s,
+            "thread    {:<9} tid {:<7} {}",
+            thread_name(t.index),
+            t.tid,
+            t.sched.obtained
+        );
     }
     let _ = writeln!(s, "rt        {}", rt_line(r));
     for w in &r.scheduling.warnings {
@@ -92,13 +111,21 @@ pub fn render(r: &RunResult) -> String {
     );
     let _ = writeln!(s, "load      {}", pct(&m.load_pct));
     if let Some(server) = &m.server_load_pct {
-        let _ = writeln!(s, "server    DSP load {} (the server's own smoothed average)", pct(server));
+        let _ = writeln!(
+            s,
+            "server    DSP load {} (the server's own smoothed average)",
+            pct(server)
+        );
     }
     let _ = writeln!(s, "wake-up   driver {}", us(&m.driver_wake_latency_us));
     let _ = writeln!(s, "          workers {}", us(&m.worker_wake_latency_us));
     let _ = writeln!(s, "threads   #  role      share    cpus (buffers)          migrations  wake p50/p99/max us   cpu ms");
     for t in &m.threads {
-        let cpus: Vec<String> = t.cpus.iter().map(|(cpu, n)| format!("{cpu}({n})")).collect();
+        let cpus: Vec<String> = t
+            .cpus
+            .iter()
+            .map(|(cpu, n)| format!("{cpu}({n})"))
+            .collect();
         let os = r.scheduling.os_stats.iter().find(|o| o.index == t.index);
         let migrations = match os.and_then(|o| o.kernel_migrations) {
             Some(k) => format!("{} ({k} kernel)", t.observed_migrations),
@@ -129,7 +156,11 @@ pub fn render(r: &RunResult) -> String {
         );
     }
     if let Some(p) = m.input_peak {
-        let _ = writeln!(s, "input     peak {:.1} dBFS", 20.0 * f64::from(p.max(1e-10)).log10());
+        let _ = writeln!(
+            s,
+            "input     peak {:.1} dBFS",
+            20.0 * f64::from(p.max(1e-10)).log10()
+        );
     }
     let _ = writeln!(s, "end       {}", r.end.reason);
     s

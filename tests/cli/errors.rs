@@ -7,7 +7,10 @@ fn usage_error(args: &[&str], expect: &[&str]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "xrunlab {args:?}: {stderr}");
     for e in expect {
-        assert!(stderr.contains(e), "xrunlab {args:?}: expected {e:?} in {stderr:?}");
+        assert!(
+            stderr.contains(e),
+            "xrunlab {args:?}: expected {e:?} in {stderr:?}"
+        );
     }
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
@@ -19,17 +22,35 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
         (&["run", "--rate", "400000"], &["--rate", "8000..=384000"]),
         (&["run", "--buffer", "15"], &["--buffer", "16..=8192"]),
         (&["run", "--buffer", "8193"], &["--buffer", "16..=8192"]),
-        (&["run", "--sines", "99999999"], &["--sines", "at 48000 Hz", "one chord is 1717 partials"]),
-        (&["run", "--rate", "44100", "--sines", "99999999"], &["at 44100 Hz", "one chord is 1578 partials"]),
+        (
+            &["run", "--sines", "99999999"],
+            &["--sines", "at 48000 Hz", "one chord is 1717 partials"],
+        ),
+        (
+            &["run", "--rate", "44100", "--sines", "99999999"],
+            &["at 44100 Hz", "one chord is 1578 partials"],
+        ),
         (&["run", "--threads", "0"], &["--threads", "1..=64"]),
         (&["run", "--threads", "65"], &["--threads", "1..=64"]),
-        (&["run", "--duration", "0s"], &["--duration", "longer than 0"]),
+        (
+            &["run", "--duration", "0s"],
+            &["--duration", "longer than 0"],
+        ),
         (&["run", "--duration", "ten"], &["--duration"]),
         (&["run", "--min-load", "101"], &["--min-load", "0..=100"]),
         (&["run", "--min-load", "-1"], &["--min-load"]),
-        (&["run", "--preset", "fastest"], &["--preset", "standard", "optimal", "custom"]),
-        (&["run", "--busy-threads", "5"], &["--busy-threads", "0..=4"]),
-        (&["run", "--busy-period", "101"], &["--busy-period", "5..=100"]),
+        (
+            &["run", "--preset", "fastest"],
+            &["--preset", "standard", "optimal", "custom"],
+        ),
+        (
+            &["run", "--busy-threads", "5"],
+            &["--busy-threads", "0..=4"],
+        ),
+        (
+            &["run", "--busy-period", "101"],
+            &["--busy-period", "5..=100"],
+        ),
         (&["run", "--busy-duty", "150"], &["--busy-duty", "0..=100"]),
         (&["run", "--priority", "0"], &["--priority", "1..=99"]),
         (&["run", "--cpus", "3-1"], &["--cpus"]),

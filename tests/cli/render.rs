@@ -24,7 +24,16 @@ fn the_rendered_chord_has_exactly_the_first_n_partials() {
     let dir = scratch("render");
     let wav = dir.join("chord.wav");
     let n = 15;
-    run_ok(&["render", "--out", wav.to_str().unwrap(), "--sines", &n.to_string(), "--duration", "3s", "--no-rt"]);
+    run_ok(&[
+        "render",
+        "--out",
+        wav.to_str().unwrap(),
+        "--sines",
+        &n.to_string(),
+        "--duration",
+        "3s",
+        "--no-rt",
+    ]);
     let mut reader = hound::WavReader::open(&wav).unwrap();
     assert_eq!(reader.spec().sample_rate, 48_000);
     let samples: Vec<f32> = reader.samples::<f32>().map(Result::unwrap).collect();
@@ -33,8 +42,14 @@ fn the_rendered_chord_has_exactly_the_first_n_partials() {
     let chord = Chord::new(48_000, 1);
     let partials = chord.partials();
     // Unison voices 2 Hz apart need a 2 s window to resolve.
-    let sounding: Vec<f64> = partials[..n].iter().map(|p| goertzel(&left, 48_000.0, p.freq_hz)).collect();
-    let quiet: Vec<f64> = partials[n..n + 15].iter().map(|p| goertzel(&left, 48_000.0, p.freq_hz)).collect();
+    let sounding: Vec<f64> = partials[..n]
+        .iter()
+        .map(|p| goertzel(&left, 48_000.0, p.freq_hz))
+        .collect();
+    let quiet: Vec<f64> = partials[n..n + 15]
+        .iter()
+        .map(|p| goertzel(&left, 48_000.0, p.freq_hz))
+        .collect();
     let weakest = sounding.iter().cloned().fold(f64::INFINITY, f64::min);
     let loudest_absent = quiet.iter().cloned().fold(0.0, f64::max);
     // Left gains: pan -1 voices are loudest on the left, pan +1 voices are silent there.
@@ -44,7 +59,11 @@ fn the_rendered_chord_has_exactly_the_first_n_partials() {
         .filter(|(p, _)| p.gain_l > 0.1)
         .map(|(_, s)| *s)
         .collect();
-    assert_eq!(audible_left.len(), 9, "3 notes x 3 voices with a left pan gain");
+    assert_eq!(
+        audible_left.len(),
+        9,
+        "3 notes x 3 voices with a left pan gain"
+    );
     let weakest_left = audible_left.iter().cloned().fold(f64::INFINITY, f64::min);
     assert!(
         weakest_left > 1000.0 * loudest_absent.max(1e-12),
@@ -52,9 +71,28 @@ fn the_rendered_chord_has_exactly_the_first_n_partials() {
     );
     // The right count: raising N to 30 adds the second harmonics.
     let wav30 = dir.join("chord30.wav");
-    run_ok(&["render", "--out", wav30.to_str().unwrap(), "--sines", "30", "--duration", "3s", "--no-rt"]);
-    let samples: Vec<f32> = hound::WavReader::open(&wav30).unwrap().samples::<f32>().map(Result::unwrap).collect();
+    run_ok(&[
+        "render",
+        "--out",
+        wav30.to_str().unwrap(),
+        "--sines",
+        "30",
+        "--duration",
+        "3s",
+        "--no-rt",
+    ]);
+    let samples: Vec<f32> = hound::WavReader::open(&wav30)
+        .unwrap()
+        .samples::<f32>()
+        .map(Result::unwrap)
+        .collect();
     let left30: Vec<f32> = samples.chunks(2).map(|f| f[0]).skip(48_000).collect();
-    let second: Vec<f64> = partials[n..30].iter().filter(|p| p.gain_l > 0.1).map(|p| goertzel(&left30, 48_000.0, p.freq_hz)).collect();
-    assert!(second.iter().all(|&s| s > 1000.0 * loudest_absent.max(1e-12)));
+    let second: Vec<f64> = partials[n..30]
+        .iter()
+        .filter(|p| p.gain_l > 0.1)
+        .map(|p| goertzel(&left30, 48_000.0, p.freq_hz))
+        .collect();
+    assert!(second
+        .iter()
+        .all(|&s| s > 1000.0 * loudest_absent.max(1e-12)));
 }

@@ -12,34 +12,97 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
     let dir = scratch("run");
     let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
     let out = run_ok(&[
-        "run", "--duration", "2s", "--sines", "300", "--burst-sines", "500", "--burst-every", "500ms", "--quiet",
-        "--json", j.to_str().unwrap(), "--csv", c.to_str().unwrap(),
+        "run",
+        "--duration",
+        "2s",
+        "--sines",
+        "300",
+        "--burst-sines",
+        "500",
+        "--burst-every",
+        "500ms",
+        "--quiet",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    for needle in ["buffers", "dropouts", "rt        priority on 2/2 threads", "load      p50", "wake-up   driver", "share", "ring drops", "chord copies in play: 1"] {
-        assert!(stdout.contains(needle), "summary lacks {needle:?}:\n{stdout}");
+    for needle in [
+        "buffers",
+        "dropouts",
+        "rt        priority on 2/2 threads",
+        "load      p50",
+        "wake-up   driver",
+        "share",
+        "ring drops",
+        "chord copies in play: 1",
+    ] {
+        assert!(
+            stdout.contains(needle),
+            "summary lacks {needle:?}:\n{stdout}"
+        );
     }
     let r = json(&j);
     assert_eq!(r["schema"], "xrunlab.run/1");
     let p = &r["provenance"];
-    for key in ["version", "kernel", "cpu_model", "governor", "start_time", "end_time"] {
-        assert!(p[key].as_str().is_some_and(|s| !s.is_empty()), "provenance.{key}: {p}");
+    for key in [
+        "version",
+        "kernel",
+        "cpu_model",
+        "governor",
+        "start_time",
+        "end_time",
+    ] {
+        assert!(
+            p[key].as_str().is_some_and(|s| !s.is_empty()),
+            "provenance.{key}: {p}"
+        );
     }
-    assert!(p["command_line"].as_array().unwrap().iter().any(|a| a == "--burst-every"));
+    assert!(p["command_line"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "--burst-every"));
     assert_eq!(r["preset"], "standard");
     assert_eq!(r["device"]["buffer_frames"], 128);
     let buffers = r["summary"]["buffers"].as_u64().unwrap();
     // 2 s at 375 buffers per second, less the start-up period.
     assert!((700..=760).contains(&buffers), "buffers: {buffers}");
-    assert!(r["summary"]["burst_buffers"].as_u64().unwrap() > 50, "scripted bursts ran");
-    assert!(r["events"].as_array().unwrap().iter().filter(|e| e["kind"] == "burst").count() >= 3);
-    let shares: f64 = r["summary"]["threads"].as_array().unwrap().iter().map(|t| t["share_pct"].as_f64().unwrap()).sum();
-    assert!((shares - 100.0).abs() < 0.01, "shares add up to 100 %: {shares}");
+    assert!(
+        r["summary"]["burst_buffers"].as_u64().unwrap() > 50,
+        "scripted bursts ran"
+    );
+    assert!(
+        r["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["kind"] == "burst")
+            .count()
+            >= 3
+    );
+    let shares: f64 = r["summary"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["share_pct"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (shares - 100.0).abs() < 0.01,
+        "shares add up to 100 %: {shares}"
+    );
     let threads = r["scheduling"]["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 2);
-    assert!(threads.iter().all(|t| t["sched"]["obtained"].as_str().is_some()));
+    assert!(threads
+        .iter()
+        .all(|t| t["sched"]["obtained"].as_str().is_some()));
     let csv = std::fs::read_to_string(&c).unwrap();
-    assert_eq!(csv.lines().count() as u64, buffers + 1, "one row per buffer plus the header");
+    assert_eq!(
+        csv.lines().count() as u64,
+        buffers + 1,
+        "one row per buffer plus the header"
+    );
     assert!(csv.lines().next().unwrap().contains("t1_wake_us"));
 }
 
@@ -49,7 +112,16 @@ fn refused_real_time_settings_are_reported_not_fatal() {
     let j = dir.join("r.json");
     // uclamp (work interval) is not supported by this kernel; a deadline with
     // pinning conflicts. Both must be reported with what was used instead.
-    let out = run_ok(&["run", "--duration", "500ms", "--quiet", "--deadline", "--pin", "--json", j.to_str().unwrap()]);
+    let out = run_ok(&[
+        "run",
+        "--duration",
+        "500ms",
+        "--quiet",
+        "--deadline",
+        "--pin",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let r = json(&j);
     let warnings = r["scheduling"]["warnings"].as_array().unwrap();
@@ -66,7 +138,16 @@ fn ctrl_c_ends_the_run_cleanly_and_keeps_the_data() {
     let dir = scratch("sigint");
     let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
     let child = xrunlab()
-        .args(["run", "--duration", "60s", "--quiet", "--json", j.to_str().unwrap(), "--csv", c.to_str().unwrap()])
+        .args([
+            "run",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--json",
+            j.to_str().unwrap(),
+            "--csv",
+            c.to_str().unwrap(),
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -75,7 +156,11 @@ fn ctrl_c_ends_the_run_cleanly_and_keeps_the_data() {
     // SAFETY: kill with a valid pid and signal number.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&j);
     assert!(r["end"]["reason"].as_str().unwrap().contains("Ctrl-C"));
     let buffers = r["summary"]["buffers"].as_u64().unwrap();
@@ -90,12 +175,18 @@ fn bench_prints_both_kernels_and_the_engine_overhead() {
     let j = dir.join("b.json");
     let out = run_ok(&["bench", "--quick", "--json", j.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("reference") && stdout.contains("fast") && stdout.contains("fast / reference"));
+    assert!(
+        stdout.contains("reference")
+            && stdout.contains("fast")
+            && stdout.contains("fast / reference")
+    );
     assert!(stdout.contains("engine overhead"));
     let r = json(&j);
     let k = r["kernels"].as_array().unwrap();
     assert_eq!(k.len(), 2);
-    assert!(k.iter().all(|k| k["ns_per_partial_sample"].as_f64().unwrap() > 0.0));
+    assert!(k
+        .iter()
+        .all(|k| k["ns_per_partial_sample"].as_f64().unwrap() > 0.0));
     assert!(r["overhead"]["buffers"].as_u64().unwrap() > 100);
 }
 
@@ -111,22 +202,60 @@ fn without_privileges_real_time_is_refused_with_a_warning_and_the_run_goes_on() 
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let j = dir.join("r.json");
     let out = std::process::Command::new("setpriv")
-        .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all"])
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_xrunlab"))
-        .args(["run", "--duration", "500ms", "--quiet", "--json", j.to_str().unwrap()])
+        .args([
+            "run",
+            "--duration",
+            "500ms",
+            "--quiet",
+            "--json",
+            j.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&j);
     let threads = r["scheduling"]["threads"].as_array().unwrap();
     for t in threads {
         assert_eq!(t["sched"]["priority"]["status"], "refused", "{t}");
-        assert!(t["sched"]["obtained"].as_str().unwrap().starts_with("SCHED_OTHER"), "{t}");
+        assert!(
+            t["sched"]["obtained"]
+                .as_str()
+                .unwrap()
+                .starts_with("SCHED_OTHER"),
+            "{t}"
+        );
     }
-    let warnings: Vec<&str> = r["scheduling"]["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap()).collect();
-    assert!(warnings.iter().any(|w| w.contains("priority refused") && w.contains("SCHED_OTHER")), "{warnings:?}");
-    assert!(stdout.contains("warning   driver: priority refused"), "{stdout}");
-    assert!(r["summary"]["buffers"].as_u64().unwrap() > 100, "the run went on without real-time scheduling");
+    let warnings: Vec<&str> = r["scheduling"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("priority refused") && w.contains("SCHED_OTHER")),
+        "{warnings:?}"
+    );
+    assert!(
+        stdout.contains("warning   driver: priority refused"),
+        "{stdout}"
+    );
+    assert!(
+        r["summary"]["buffers"].as_u64().unwrap() > 100,
+        "the run went on without real-time scheduling"
+    );
 }

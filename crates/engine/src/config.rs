@@ -432,7 +432,8 @@ mod tests {
     fn validation_names_field_and_range() {
         let ok = EngineConfig::default();
         ok.validate().unwrap();
-        let cases: Vec<(Box<dyn Fn(&mut EngineConfig)>, &str, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut EngineConfig)>;
+        let cases: Vec<(Mutation, &str, &str)> = vec![
             (
                 Box::new(|c| c.sample_rate = 7_999),
                 "sample_rate",

@@ -224,7 +224,8 @@ impl RunStats {
             threads,
             incomplete_buffers: self.incomplete,
             input_peak: self.input_peak,
-            server_load_pct: (!self.server_loads.is_empty()).then(|| Percentiles::of(&mut self.server_loads.clone())),
+            server_load_pct: (!self.server_loads.is_empty())
+                .then(|| Percentiles::of(&mut self.server_loads.clone())),
             mean_active_sines: if self.buffers == 0 {
                 0.0
             } else {

@@ -1,7 +1,8 @@
 //! Clocks and the low-energy wait used by audio threads: CLOCK_MONOTONIC (JACK's clock too), thread CPU time, current CPU, and spinning until a time.
 
-/// Nanoseconds on CLOCK_MONOTONIC (vDSO, no syscall). The same clock as
-/// `jack_get_time` on Linux, so device and engine timestamps compare directly.
+/// Nanoseconds on CLOCK_MONOTONIC (vDSO, no syscall): the time base of every
+/// record. Devices whose own clock differs (JACK2 stamps cycles with
+/// CLOCK_MONOTONIC_RAW) convert to it before calling the engine.
 #[inline]
 pub fn now_ns() -> u64 {
     read(libc::CLOCK_MONOTONIC)

@@ -5,7 +5,12 @@ use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{BufferReport, Engine, EngineConfig};
 
 pub fn config(sines: usize, threads: usize, buffer: u32) -> EngineConfig {
-    EngineConfig { sines, threads, buffer_frames: buffer, ..EngineConfig::default() }
+    EngineConfig {
+        sines,
+        threads,
+        buffer_frames: buffer,
+        ..EngineConfig::default()
+    }
 }
 
 pub fn start(c: EngineConfig) -> Engine {
