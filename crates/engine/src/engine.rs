@@ -23,6 +23,9 @@ use xrunlab_sys::sched::{self, DeadlineParams, PmQosGuard, RtRequest, ThreadSche
 /// Largest buffer the render cycle supports, in frames.
 pub const MAX_FRAMES: usize = crate::config::BUFFER_FRAMES_RANGE.1 as usize;
 
+/// How long start and restart wait for the device's driver thread to report in.
+const DRIVER_REGISTRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Why the engine could not do what was asked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineError {
@@ -248,6 +251,17 @@ impl Engine {
         if let Err(e) = self.device.start(renderer, self.signals.clone()) {
             self.stop_audio();
             return Err(e.into());
+        }
+        // The driver thread registers on its first period; wait for it (bounded,
+        // a server may be slow to call back) so that `threads()` is complete
+        // when start or apply returns.
+        let expected = worker_count + 1;
+        let deadline = std::time::Instant::now() + DRIVER_REGISTRATION_TIMEOUT;
+        while self.threads.lock().map_or(0, |t| t.len()) < expected
+            && std::time::Instant::now() < deadline
+            && self.signals.ended().is_none()
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         Ok(())
     }
