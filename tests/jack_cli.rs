@@ -126,12 +126,14 @@ fn jack_without_a_server_fails_at_once_saying_how_to_start_one() {
             "--jack-server",
             "xrl-cli-nobody",
             "--duration",
-            "5s",
+            "60s",
         ])
         .output()
         .expect("xrunlab runs");
+    // "At once" against a 60 s run; the bound is loose because the other
+    // tests of this binary start servers at the same time.
     assert!(
-        t0.elapsed() < Duration::from_secs(3),
+        t0.elapsed() < Duration::from_secs(10),
         "took {:?}",
         t0.elapsed()
     );

@@ -27,22 +27,9 @@ pub(crate) enum JackClock {
     JackTime,
 }
 
-/// Nanoseconds on `clock`.
-// time_t and c_long are 32-bit on some targets, so the casts are not always no-ops.
-#[allow(clippy::unnecessary_cast)]
+/// Nanoseconds on `clock`, signed for offset arithmetic.
 fn read(clock: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock ids are constants the kernel knows.
-    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as i64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as i64)
+    xrunlab_engine::rt::clock::clock_ns(clock) as i64
 }
 
 /// `jack_get_time` minus `clock`, in ns, from the tightest of a few bracketing reads.

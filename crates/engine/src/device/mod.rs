@@ -8,6 +8,7 @@ use serde::Serialize;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// What a device is running with.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -157,5 +158,39 @@ impl DeviceSignals {
             return None;
         }
         self.end_reason.lock().ok().and_then(|r| r.clone())
+    }
+}
+
+/// A device's own driver thread with its stop flag; dropping it stops and joins the thread.
+pub(crate) struct DeviceThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl DeviceThread {
+    /// Spawns `body`, which must return soon after the flag it is given becomes true.
+    pub(crate) fn spawn(
+        name: &str,
+        body: impl FnOnce(Arc<AtomicBool>) + Send + 'static,
+    ) -> Result<Self, DeviceError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || body(flag))
+            .map_err(|e| DeviceError(format!("could not start the device thread {name}: {e}")))?;
+        Ok(Self {
+            stop,
+            handle: Some(handle),
+        })
+    }
+}
+
+impl Drop for DeviceThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
     }
 }

@@ -1,12 +1,11 @@
 //! The offline device: renders as fast as possible into a 32-bit float stereo WAV file; its own (non-real-time) render thread is the driver thread.
 
-use super::{Device, DeviceError, DeviceInfo, DeviceSignals};
+use super::{Device, DeviceError, DeviceInfo, DeviceSignals, DeviceThread};
 use crate::rt::clock::now_ns;
 use crate::rt::driver::{Cycle, Renderer};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// Renders a fixed number of frames to a WAV file, then ends.
 pub struct OfflineDevice {
@@ -14,7 +13,7 @@ pub struct OfflineDevice {
     buffer_frames: u32,
     total_frames: u64,
     path: PathBuf,
-    running: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    running: Option<DeviceThread>,
 }
 
 impl OfflineDevice {
@@ -70,73 +69,59 @@ impl Device for OfflineDevice {
         };
         let mut writer = hound::WavWriter::create(&self.path, spec)
             .map_err(|e| DeviceError(format!("cannot create {}: {e}", self.path.display())))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop_thread = stop.clone();
         let (frames, total, rate) = (
             self.buffer_frames as usize,
             self.total_frames,
             self.sample_rate,
         );
         let path = self.path.clone();
-        let handle = std::thread::Builder::new()
-            .name("xrl-offline".into())
-            .spawn(move || {
-                renderer.driver_thread_started(false);
-                let mut l = vec![0.0f32; frames];
-                let mut r = vec![0.0f32; frames];
-                let t0 = now_ns();
-                let mut done: u64 = 0;
-                let mut error = None;
-                while done < total && !stop_thread.load(Ordering::Acquire) {
-                    let n = (total - done).min(frames as u64) as usize;
-                    let start = t0 + done * 1_000_000_000 / u64::from(rate.max(1));
-                    renderer.render(Cycle {
-                        period_start_ns: start,
-                        deadline_ns: u64::MAX,
-                        wake_ns: now_ns(),
-                        out_l: &mut l[..n],
-                        out_r: &mut r[..n],
-                        input: None,
-                    });
-                    for (a, b) in l[..n].iter().zip(r[..n].iter()) {
-                        if let Err(e) = writer
-                            .write_sample(*a)
-                            .and_then(|_| writer.write_sample(*b))
-                        {
-                            error = Some(e.to_string());
-                            break;
-                        }
-                    }
-                    if error.is_some() {
+        let thread = DeviceThread::spawn("xrl-offline", move |stop_thread| {
+            renderer.driver_thread_started(false);
+            let mut l = vec![0.0f32; frames];
+            let mut r = vec![0.0f32; frames];
+            let t0 = now_ns();
+            let mut done: u64 = 0;
+            let mut error = None;
+            while done < total && !stop_thread.load(Ordering::Acquire) {
+                let n = (total - done).min(frames as u64) as usize;
+                let start = t0 + done * 1_000_000_000 / u64::from(rate.max(1));
+                renderer.render(Cycle {
+                    period_start_ns: start,
+                    deadline_ns: u64::MAX,
+                    wake_ns: now_ns(),
+                    out_l: &mut l[..n],
+                    out_r: &mut r[..n],
+                    input: None,
+                });
+                for (a, b) in l[..n].iter().zip(r[..n].iter()) {
+                    if let Err(e) = writer
+                        .write_sample(*a)
+                        .and_then(|_| writer.write_sample(*b))
+                    {
+                        error = Some(e.to_string());
                         break;
                     }
-                    done += n as u64;
                 }
-                let finished = writer.finalize().map_err(|e| e.to_string());
-                match (error, finished) {
-                    (Some(e), _) | (None, Err(e)) => {
-                        signals.fail(format!("writing {} failed: {e}", path.display()))
-                    }
-                    (None, Ok(())) => {
-                        signals.end(format!("rendered {done} frames to {}", path.display()))
-                    }
+                if error.is_some() {
+                    break;
                 }
-            })
-            .map_err(|e| DeviceError(format!("could not start the offline render thread: {e}")))?;
-        self.running = Some((stop, handle));
+                done += n as u64;
+            }
+            let finished = writer.finalize().map_err(|e| e.to_string());
+            match (error, finished) {
+                (Some(e), _) | (None, Err(e)) => {
+                    signals.fail(format!("writing {} failed: {e}", path.display()))
+                }
+                (None, Ok(())) => {
+                    signals.end(format!("rendered {done} frames to {}", path.display()))
+                }
+            }
+        })?;
+        self.running = Some(thread);
         Ok(())
     }
 
     fn stop(&mut self) {
-        if let Some((stop, handle)) = self.running.take() {
-            stop.store(true, Ordering::Release);
-            let _ = handle.join();
-        }
-    }
-}
-
-impl Drop for OfflineDevice {
-    fn drop(&mut self) {
-        self.stop();
+        self.running = None;
     }
 }

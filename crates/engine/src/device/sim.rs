@@ -7,12 +7,11 @@
 //! went by during the late render are skipped (counted, not rendered), and the
 //! device resumes at the first period boundary after the late render ended.
 
-use super::{Device, DeviceError, DeviceInfo, DeviceSignals};
+use super::{Device, DeviceError, DeviceInfo, DeviceSignals, DeviceThread};
 use crate::rt::clock::{now_ns, sleep_until};
 use crate::rt::driver::{Cycle, Renderer};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 
 /// Frequency of the simulated input signal.
 const INPUT_TONE_HZ: f64 = 440.0;
@@ -24,7 +23,7 @@ pub struct SimDevice {
     sample_rate: u32,
     buffer_frames: u32,
     input: bool,
-    running: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+    running: Option<DeviceThread>,
 }
 
 impl SimDevice {
@@ -87,35 +86,16 @@ impl Device for SimDevice {
                 "the simulated device is already running".into(),
             ));
         }
-        let stop = Arc::new(AtomicBool::new(false));
         let (rate, frames, input) = (self.sample_rate, self.buffer_frames, self.input);
-        let stop_thread = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("xrl-sim-clock".into())
-            .spawn(move || {
-                renderer.driver_thread_started(true);
-                clock_loop(&mut renderer, &signals, &stop_thread, rate, frames, input);
-            })
-            .map_err(|e| {
-                DeviceError(format!(
-                    "could not start the simulated device's clock thread: {e}"
-                ))
-            })?;
-        self.running = Some((stop, handle));
+        self.running = Some(DeviceThread::spawn("xrl-sim-clock", move |stop| {
+            renderer.driver_thread_started(true);
+            clock_loop(&mut renderer, &signals, &stop, rate, frames, input);
+        })?);
         Ok(())
     }
 
     fn stop(&mut self) {
-        if let Some((stop, handle)) = self.running.take() {
-            stop.store(true, Ordering::Release);
-            let _ = handle.join();
-        }
-    }
-}
-
-impl Drop for SimDevice {
-    fn drop(&mut self) {
-        self.stop();
+        self.running = None;
     }
 }
 

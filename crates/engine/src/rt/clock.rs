@@ -5,17 +5,18 @@
 /// CLOCK_MONOTONIC_RAW) convert to it before calling the engine.
 #[inline]
 pub fn now_ns() -> u64 {
-    read(libc::CLOCK_MONOTONIC)
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// CPU time consumed by the calling thread, in nanoseconds.
 #[inline]
 pub fn thread_cpu_ns() -> u64 {
-    read(libc::CLOCK_THREAD_CPUTIME_ID)
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// Nanoseconds on any clock (0 if the kernel refuses the clock id).
 #[inline]
-fn read(clock: libc::clockid_t) -> u64 {
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

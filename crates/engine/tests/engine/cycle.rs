@@ -113,7 +113,11 @@ fn live_changes_apply_without_restart_and_structural_ones_restart() {
     c.driver_mode = DriverMode::WaitsForWorkers;
     let applied = engine.apply(c.clone(), |b| seen.push(b.clone())).unwrap();
     assert!(applied.restarted);
-    assert_eq!(engine.threads().len(), 4, "every thread has reported in when apply returns");
+    assert_eq!(
+        engine.threads().len(),
+        4,
+        "every thread has reported in when apply returns"
+    );
     seen.extend(collect(&mut engine, Duration::from_millis(200)));
     let after: Vec<_> = seen.iter().filter(|b| b.epoch == 1).collect();
     assert!(after.len() > 20);
