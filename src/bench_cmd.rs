@@ -5,7 +5,7 @@ use crate::Failure;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use xrunlab_dsp::measure::{kernel_throughput, KernelFigures};
-use xrunlab_dsp::{Chord, Kernel};
+use xrunlab_dsp::{ChordLayout, ChordNotes, Kernel};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{Engine, EngineConfig, Percentiles};
 use xrunlab_sys::Provenance;
@@ -111,7 +111,8 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
     } else {
         (Duration::from_secs(2), Duration::from_secs(5))
     };
-    let sines = Chord::partials_per_copy(48_000);
+    // One AudioPerfLab chord (the four-note default): the load it is tuned to max out a core with.
+    let sines = ChordLayout::single(ChordNotes::Apl).partials_per_chord(48_000);
     println!(
         "kernel throughput on one core ({sines} sines x 128 frames at 48 kHz, {} per kernel)",
         humantime::format_duration(kernel_time)

@@ -169,10 +169,18 @@ pub struct EngineArgs {
     /// Start from a preset; other flags then override its fields.
     #[arg(long, value_enum, help_heading = "Workload")]
     pub preset: Option<PresetArg>,
-    /// Sustained sine count (the N lowest partials).
+    /// The chord: "apl" (AudioPerfLab's notes 53 56 60 65, the default) or
+    /// "apl-2020" (its three-note chord before October 2020).
+    #[arg(long, value_name = "NAME", value_parser = parse_chord, help_heading = "Workload")]
+    pub chord: Option<xrunlab_dsp::ChordNotes>,
+    /// Times the chord is played, 1..=256; AudioPerfLab plays it once per physical core
+    /// (the default), which sets the sine maximum.
+    #[arg(long, value_name = "N", help_heading = "Workload")]
+    pub chords: Option<usize>,
+    /// Sustained sine count (the N lowest partials); default 18 per chord, as AudioPerfLab.
     #[arg(long, value_name = "N", help_heading = "Workload")]
     pub sines: Option<usize>,
-    /// Extra sines during a burst.
+    /// Extra sines during a burst; default 75 % of AudioPerfLab's sine maximum, as it does.
     #[arg(long, value_name = "N", help_heading = "Workload")]
     pub burst_sines: Option<usize>,
     /// Oscillator kernel.
@@ -182,7 +190,8 @@ pub struct EngineArgs {
     #[arg(long, value_name = "N", help_heading = "Workload")]
     pub chunk_size: Option<usize>,
 
-    /// Processing threads, 1..=64 (the driver counts when it processes sines).
+    /// Processing threads, 1..=64 (the driver counts when it processes sines); presets use
+    /// the physical cores xrunlab may use, as AudioPerfLab uses the recommended count.
     #[arg(long, value_name = "N", help_heading = "Threads and workarounds")]
     pub threads: Option<usize>,
     /// Driver thread mode.
@@ -267,6 +276,15 @@ impl std::fmt::Display for UsageError {
     }
 }
 
+pub fn parse_chord(s: &str) -> Result<xrunlab_dsp::ChordNotes, String> {
+    xrunlab_dsp::ChordNotes::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown chord (allowed: {})",
+            xrunlab_dsp::ChordNotes::allowed()
+        )
+    })
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 10s, 500ms, 2m)"))?;
     if d.is_zero() {
@@ -279,6 +297,20 @@ impl EngineArgs {
     /// The engine configuration these flags describe, validated.
     pub fn to_config(&self, base: EngineConfig) -> Result<EngineConfig, UsageError> {
         let mut c = base;
+        // The CPU set comes first: presets and the chord count follow the physical
+        // cores it holds, as AudioPerfLab's follow the cores available for DSP.
+        if let Some(list) = &self.cpus {
+            let cpus = xrunlab_sys::cpu::parse_cpu_list(list).map_err(|e| {
+                UsageError(format!("invalid --cpus {list:?}: {e} (write e.g. 0-3,6)"))
+            })?;
+            c.rt.cpus = Some(cpus);
+            c.threads = c.recommended_threads();
+            c.set_chord_layout(c.chord, c.recommended_threads());
+        }
+        c.set_chord_layout(
+            self.chord.unwrap_or(c.chord),
+            self.chords.unwrap_or(c.chords),
+        );
         if let Some(p) = self.preset {
             c.apply_preset(match p {
                 PresetArg::Standard => Preset::Standard,
@@ -348,12 +380,6 @@ impl EngineArgs {
         if let Some(v) = self.uclamp_min {
             c.rt.uclamp_min = v;
         }
-        if let Some(list) = &self.cpus {
-            let cpus = xrunlab_sys::cpu::parse_cpu_list(list).map_err(|e| {
-                UsageError(format!("invalid --cpus {list:?}: {e} (write e.g. 0-3,6)"))
-            })?;
-            c.rt.cpus = Some(cpus);
-        }
         c.rt.pin |= self.pin;
         c.rt.mlock |= self.mlock;
         c.rt.pm_qos |= self.pm_qos;
@@ -370,6 +396,7 @@ fn flag_error(e: &xrunlab_engine::ConfigError) -> String {
         "sines" => "--sines",
         "burst_sines" => "--burst-sines",
         "chunk_size" => "--chunk-size",
+        "chords" => "--chords",
         "threads" => "--threads",
         "min_load" => "--min-load",
         "busy_threads" => "--busy-threads",

@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 use std::path::Path;
-use xrunlab_engine::{DeviceInfo, Engine, EngineConfig, ProcessRt, Summary, ThreadInfo};
+use xrunlab_engine::busy::BusyThreadInfo;
+use xrunlab_engine::{ChordInfo, DeviceInfo, Engine, EngineConfig, ProcessRt, Summary, ThreadInfo};
 use xrunlab_sys::procfs::ThreadStat;
 use xrunlab_sys::Provenance;
 
@@ -14,9 +15,8 @@ pub struct Workload {
     pub kernel: &'static str,
     pub sines: usize,
     pub burst_sines: usize,
-    pub partials_per_chord: usize,
-    pub chord_copies_built: usize,
-    pub chord_copies_in_play: usize,
+    /// AudioPerfLab's chord, played once per physical core, and xrunlab's own extra copies.
+    pub chord: ChordInfo,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -46,6 +46,10 @@ pub struct OsThreadStats {
 #[derive(Debug, Clone, Serialize)]
 pub struct Scheduling {
     pub threads: Vec<ThreadInfo>,
+    /// Busy threads at the end of the run and the priority each obtained.
+    pub busy_threads: Vec<BusyThreadInfo>,
+    /// Share of time the busy threads spent working, in percent.
+    pub busy_achieved_duty_pct: Option<f64>,
     pub process: ProcessRt,
     pub os_stats: Vec<OsThreadStats>,
     pub warnings: Vec<String>,
@@ -83,9 +87,22 @@ pub struct RunResult {
 }
 
 /// What took effect for real-time settings that did not: one line each, for the summary and the JSON.
-pub fn warnings(threads: &[ThreadInfo], process: &ProcessRt, info: &DeviceInfo) -> Vec<String> {
+pub fn warnings(
+    threads: &[ThreadInfo],
+    busy: &[BusyThreadInfo],
+    process: &ProcessRt,
+    info: &DeviceInfo,
+) -> Vec<String> {
     use xrunlab_sys::Outcome;
     let mut out = Vec::new();
+    for b in busy {
+        if let Outcome::Refused { reason, fallback } = &b.priority {
+            out.push(format!(
+                "busy thread tid {}: nice 19 refused ({reason}); running with {fallback}",
+                b.tid
+            ));
+        }
+    }
     for t in threads {
         let who = thread_name(t.index);
         if t.index == 0 && !info.driver_thread_is_ours {
@@ -168,14 +185,11 @@ fn delta(t: &ThreadInfo, a: &ThreadStat, b: &ThreadStat) -> OsThreadStats {
 /// Everything but the summary and end, read from a running engine.
 pub fn workload(engine: &Engine) -> Workload {
     let c = engine.config();
-    let (built, per_copy) = engine.chord_copies();
     Workload {
         kernel: c.kernel.name(),
         sines: c.sines,
         burst_sines: c.burst_sines,
-        partials_per_chord: per_copy,
-        chord_copies_built: built,
-        chord_copies_in_play: engine.copies_in_play(c.sines + c.burst_sines),
+        chord: engine.chord_info(),
     }
 }
 

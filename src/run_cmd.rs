@@ -223,6 +223,8 @@ fn finish(
     json: Option<&Path>,
 ) -> Result<(), Failure> {
     let threads = engine.threads();
+    let busy_threads = engine.busy_thread_info();
+    let busy_achieved_duty_pct = engine.busy_achieved_duty().map(|d| d * 100.0);
     let os_stats = result::os_stats(&threads);
     let device = engine.device_info();
     let process = engine.process_rt().clone();
@@ -237,7 +239,7 @@ fn finish(
     let ring_drops_before_stop = engine.ring_drops();
     engine.stop(|b| col.add(b));
     provenance.finish();
-    let warnings = result::warnings(&threads, &process, &device);
+    let warnings = result::warnings(&threads, &busy_threads, &process, &device);
     let result = RunResult {
         schema: result::SCHEMA,
         provenance,
@@ -247,6 +249,8 @@ fn finish(
         workload,
         scheduling: Scheduling {
             threads,
+            busy_threads,
+            busy_achieved_duty_pct,
             process,
             os_stats,
             warnings,

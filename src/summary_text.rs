@@ -71,10 +71,27 @@ pub fn render(r: &RunResult) -> String {
         d.kind, d.name, d.sample_rate, d.buffer_frames, d.driver_thread
     );
     let w = &r.workload;
+    let ch = &w.chord;
     let _ = writeln!(
         s,
-        "workload  {} sines (+{} in bursts), {} kernel; chord copies in play: {} of {} built ({} partials per chord)",
-        w.sines, w.burst_sines, w.kernel, w.chord_copies_in_play, w.chord_copies_built, w.partials_per_chord
+        "workload  {} sines (+{} in bursts), {} kernel",
+        w.sines, w.burst_sines, w.kernel
+    );
+    let _ = writeln!(
+        s,
+        "chord     {:?} (notes {}, {} partials) x {}: AudioPerfLab's one chord per physical core, up to {} sines; \
+         xrunlab's own extra copies in play: {} of {} built",
+        ch.name,
+        ch.notes
+            .iter()
+            .map(u8::to_string)
+            .collect::<Vec<_>>()
+            .join(" "),
+        ch.partials_per_chord,
+        ch.apl_chords,
+        ch.apl_max_sines,
+        ch.extra_copies_in_play,
+        ch.extra_copies_built
     );
     let c = &r.config;
     let _ = writeln!(
@@ -89,6 +106,22 @@ pub fn render(r: &RunResult) -> String {
         c.busy.duty_pct,
         if c.work_interval { "on" } else { "off" }
     );
+    if !r.scheduling.busy_threads.is_empty() {
+        let _ = writeln!(
+            s,
+            "busy      {} thread(s): {}; achieved duty {}",
+            r.scheduling.busy_threads.len(),
+            r.scheduling
+                .busy_threads
+                .iter()
+                .map(|b| format!("tid {} {}", b.tid, b.priority.summary()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            r.scheduling
+                .busy_achieved_duty_pct
+                .map_or("not measured yet".to_owned(), |d| format!("{d:.1} %"))
+        );
+    }
     for t in &r.scheduling.threads {
         let _ = writeln!(
             s,

@@ -24,12 +24,27 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
         (&["run", "--buffer", "8193"], &["--buffer", "16..=8192"]),
         (
             &["run", "--sines", "99999999"],
-            &["--sines", "at 48000 Hz", "one chord is 1717 partials"],
+            &["--sines", "at 48000 Hz", "one chord is 2058 partials"],
         ),
         (
             &["run", "--rate", "44100", "--sines", "99999999"],
-            &["at 44100 Hz", "one chord is 1578 partials"],
+            &["at 44100 Hz", "one chord is 1891 partials"],
         ),
+        (
+            &[
+                "run", "--chord", "apl-2020", "--chords", "1", "--sines", "99999999",
+            ],
+            &[
+                "AudioPerfLab's range is 0..=1717",
+                "one chord is 1717 partials",
+            ],
+        ),
+        (
+            &["run", "--chord", "major"],
+            &["--chord", "\"apl\", \"apl-2020\""],
+        ),
+        (&["run", "--chords", "0"], &["--chords", "1..=256"]),
+        (&["run", "--chords", "257"], &["--chords", "1..=256"]),
         (&["run", "--threads", "0"], &["--threads", "1..=64"]),
         (&["run", "--threads", "65"], &["--threads", "1..=64"]),
         (

@@ -33,13 +33,17 @@ fn the_rendered_chord_has_exactly_the_first_n_partials() {
         "--duration",
         "3s",
         "--no-rt",
+        // One chord, so the N lowest partials are N distinct frequencies (AudioPerfLab's
+        // duplicates, one chord per physical core, share theirs).
+        "--chords",
+        "1",
     ]);
     let mut reader = hound::WavReader::open(&wav).unwrap();
     assert_eq!(reader.spec().sample_rate, 48_000);
     let samples: Vec<f32> = reader.samples::<f32>().map(Result::unwrap).collect();
     // Left channel, after the 100 ms fade-in has settled.
     let left: Vec<f32> = samples.chunks(2).map(|f| f[0]).skip(48_000).collect();
-    let chord = Chord::new(48_000, 1);
+    let chord = Chord::single(48_000, xrunlab_dsp::ChordNotes::Apl);
     let partials = chord.partials();
     // Unison voices 2 Hz apart need a 2 s window to resolve.
     let sounding: Vec<f64> = partials[..n]
@@ -62,14 +66,15 @@ fn the_rendered_chord_has_exactly_the_first_n_partials() {
     assert_eq!(
         audible_left.len(),
         9,
-        "3 notes x 3 voices with a left pan gain"
+        "the 15 lowest are notes 53, 56 and 60: 3 notes x 3 voices with a left pan gain"
     );
     let weakest_left = audible_left.iter().cloned().fold(f64::INFINITY, f64::min);
     assert!(
         weakest_left > 1000.0 * loudest_absent.max(1e-12),
         "partials 1..{n} stand out: weakest {weakest_left:e} vs absent {loudest_absent:e} (all {weakest:e})"
     );
-    // The right count: raising N to 30 adds the second harmonics.
+    // The right count: raising N to 30 adds the next partials (note 65's fundamentals,
+    // note 53's second harmonics).
     let wav30 = dir.join("chord30.wav");
     run_ok(&[
         "render",
@@ -80,6 +85,8 @@ fn the_rendered_chord_has_exactly_the_first_n_partials() {
         "--duration",
         "3s",
         "--no-rt",
+        "--chords",
+        "1",
     ]);
     let samples: Vec<f32> = hound::WavReader::open(&wav30)
         .unwrap()

@@ -31,12 +31,13 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
     for needle in [
         "buffers",
         "dropouts",
-        "rt        priority on 2/2 threads",
+        "rt        priority on ",
         "load      p50",
         "wake-up   driver",
         "share",
         "ring drops",
-        "chord copies in play: 1",
+        "chord     \"apl\" (notes 53 56 60 65, 2058 partials)",
+        "AudioPerfLab's one chord per physical core",
     ] {
         assert!(
             stdout.contains(needle),
@@ -67,8 +68,18 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
     assert_eq!(r["preset"], "standard");
     assert_eq!(r["device"]["buffer_frames"], 128);
     let buffers = r["summary"]["buffers"].as_u64().unwrap();
-    // 2 s at 375 buffers per second, less the start-up period.
-    assert!((700..=760).contains(&buffers), "buffers: {buffers}");
+    let skipped = r["device_counters"]["skipped_periods"].as_u64().unwrap();
+    // The device is clocked: 2 s hold at most 750 periods (plus the drain after the
+    // end); a loaded machine may deliver fewer, so the lower bound is loose.
+    assert!(
+        (375..=780).contains(&(buffers + skipped)),
+        "buffers {buffers} + skipped {skipped}"
+    );
+    let audio_s = r["summary"]["audio_seconds"].as_f64().unwrap();
+    assert!(
+        (audio_s - buffers as f64 * 128.0 / 48_000.0).abs() < 1e-9,
+        "audio time is the buffers' frames: {audio_s}"
+    );
     assert!(
         r["summary"]["burst_buffers"].as_u64().unwrap() > 50,
         "scripted bursts ran"
@@ -93,7 +104,11 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
         "shares add up to 100 %: {shares}"
     );
     let threads = r["scheduling"]["threads"].as_array().unwrap();
-    assert_eq!(threads.len(), 2);
+    // The standard preset uses one processing thread per physical core.
+    assert_eq!(
+        threads.len() as u64,
+        r["config"]["threads"].as_u64().unwrap()
+    );
     assert!(threads
         .iter()
         .all(|t| t["sched"]["obtained"].as_str().is_some()));
@@ -191,12 +206,14 @@ fn bench_prints_both_kernels_and_the_engine_overhead() {
 }
 
 #[test]
+#[ignore = "needs root: drops to user nobody with setpriv (test.sh runs it with --include-ignored)"]
 fn without_privileges_real_time_is_refused_with_a_warning_and_the_run_goes_on() {
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to drop to an unprivileged user");
-        return;
-    }
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "this test needs root to drop to an unprivileged user"
+    );
     let dir = scratch("nobody");
     // The unprivileged user must be able to write the result.
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();

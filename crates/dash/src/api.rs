@@ -3,8 +3,8 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 use xrunlab_engine::config::{
-    BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHUNK_SIZE_RANGE,
-    SAMPLE_RATE_RANGE, THREADS_RANGE,
+    ChordNotes, BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE,
+    CHUNK_SIZE_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
 };
 use xrunlab_engine::{ConfigError, EngineConfig, Preset};
 
@@ -87,6 +87,12 @@ fn fields() -> Vec<(&'static str, &'static str, String)> {
             "buffer_frames",
             "buffer_frames",
             format!("{} frames", r(BUFFER_FRAMES_RANGE)),
+        ),
+        ("chord", "chord", ChordNotes::allowed()),
+        (
+            "chords",
+            "chords",
+            format!("{}..={}", CHORDS_RANGE.0, CHORDS_RANGE.1),
         ),
         (
             "sines",

@@ -16,7 +16,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
 use xrunlab_engine::config::{
-    BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHUNK_SIZE_RANGE,
+    BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE, CHUNK_SIZE_RANGE,
     SAMPLE_RATE_RANGE, THREADS_RANGE,
 };
 use xrunlab_engine::rt::clock::now_ns;
@@ -512,7 +512,7 @@ impl Owner {
             return v;
         };
         let config = engine.config();
-        let (copies, per_copy) = engine.chord_copies();
+        let chord = engine.chord_info();
         let mut v = common;
         let m = v.as_object_mut().expect("json! object literal");
         m.insert("audio".into(), json!("running"));
@@ -522,10 +522,7 @@ impl Owner {
         m.insert("threads".into(), json!(engine.threads()));
         m.insert("process_rt".into(), json!(engine.process_rt()));
         m.insert("busy_threads".into(), json!(engine.busy_threads()));
-        m.insert(
-            "chord".into(),
-            json!({ "copies": copies, "partials_per_copy": per_copy }),
-        );
+        m.insert("chord".into(), json!(chord));
         m.insert(
             "server_load_pct".into(),
             json!(engine.signals().server_load()),
@@ -534,6 +531,8 @@ impl Owner {
             "limits".into(),
             json!({
                 "sines_max": max_sines(config),
+                "sines_apl_max": chord.apl_max_sines,
+                "chords": CHORDS_RANGE,
                 "sample_rate": SAMPLE_RATE_RANGE,
                 "buffer_frames": BUFFER_FRAMES_RANGE,
                 "threads": THREADS_RANGE,

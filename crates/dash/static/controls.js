@@ -65,13 +65,13 @@ function threadOutcomes(s, which) {
 }
 
 /**
- * The sine sliders span 8 chord copies, several times what a small machine sustains with the
- * reference kernel, so the slider stays usable; the number box beside it accepts up to the
- * engine's limit (256 copies).
+ * The sine sliders span AudioPerfLab's range: one chord per physical core. The number box
+ * beside them accepts up to the engine's limit, which adds xrunlab's own extra chord copies
+ * for loading fast machines.
  * @param {Status} s
  */
 function sineSliderMax(s) {
-  return Math.min(s.limits?.sines_max ?? 1717, 8 * (s.chord?.partials_per_copy ?? 1717));
+  return s.limits?.sines_apl_max ?? s.chord?.apl_max_sines ?? 2058;
 }
 
 /** @type {Array<[string, ControlSpec[]]>} */
@@ -103,7 +103,9 @@ const GROUPS = [
   [
     'Workload',
     [
-      { kind: 'range', path: 'sines', label: 'Sines', min: 0, max: sineSliderMax, squared: true, help: 'Sustained sine partials of the unison saw chord.' },
+      { kind: 'select', path: 'chord', label: 'Chord', options: () => [['apl', 'AudioPerfLab: notes 53 56 60 65'], ['apl-2020', 'AudioPerfLab before Oct 2020: 53 56 60']] },
+      { kind: 'range', path: 'chords', label: 'Chords played', min: 1, max: (s) => Math.max(8, s.config?.chords ?? 1), help: 'AudioPerfLab plays the chord once per physical core; this sets the sine range.' },
+      { kind: 'range', path: 'sines', label: 'Sines', min: 0, max: sineSliderMax, squared: true, help: 'Sustained sine partials of the unison saw chord; the box accepts more (xrunlab\'s own extra chord copies).' },
       { kind: 'range', path: 'burst_sines', label: 'Burst waves', min: 0, max: sineSliderMax, squared: true, help: 'Extra sines for 0.25 s when Burst is pressed.' },
       { kind: 'select', path: 'kernel', label: 'Kernel', options: () => [['reference', 'reference (scalar sinf)'], ['fast', 'fast (vectorised)']] },
       { kind: 'range', path: 'chunk_size', label: 'Chunk size', min: 1, max: 4096, squared: true, help: 'Partials handed out per claim; smaller chunks spread work more evenly.' },

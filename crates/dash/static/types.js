@@ -118,6 +118,8 @@
  * @typedef {object} Config
  * @property {number} sample_rate
  * @property {number} buffer_frames
+ * @property {'apl'|'apl-2020'} chord
+ * @property {number} chords
  * @property {number} sines
  * @property {number} burst_sines
  * @property {'reference'|'fast'} kernel
@@ -141,8 +143,23 @@
  */
 
 /**
+ * The chord in play (GET /api/status).
+ * @typedef {object} ChordInfo
+ * @property {string} name
+ * @property {number[]} notes
+ * @property {number} partials_per_chord
+ * @property {number} apl_chords AudioPerfLab plays the chord once per physical core
+ * @property {number} apl_max_sines
+ * @property {number} max_sines
+ * @property {number} extra_copies_built xrunlab's own copies beyond AudioPerfLab's range
+ * @property {number} extra_copies_in_play
+ */
+
+/**
  * @typedef {object} Limits
- * @property {number} sines_max
+ * @property {number} sines_max all sines accepted, xrunlab's own extra chord copies included
+ * @property {number} sines_apl_max AudioPerfLab's maximum: one chord per physical core
+ * @property {[number, number]} chords
  * @property {[number, number]} threads
  * @property {[number, number]} chunk_size
  */
@@ -158,7 +175,7 @@
  * @property {ThreadInfo[]} [threads]
  * @property {{mlock: Outcome, pm_qos: Outcome}} [process_rt]
  * @property {number} [busy_threads]
- * @property {{copies: number, partials_per_copy: number}} [chord]
+ * @property {ChordInfo} [chord]
  * @property {Limits} [limits]
  * @property {Counts} counts
  * @property {{source: string, estimated: boolean, last: PowerSample|null}} power

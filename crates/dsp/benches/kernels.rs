@@ -7,8 +7,8 @@ const SAMPLE_RATE: u32 = 48_000;
 const FRAMES: usize = 128;
 
 fn kernels(c: &mut Criterion) {
-    let chord = Chord::new(SAMPLE_RATE, 1);
-    let sines = chord.per_copy();
+    let chord = Chord::single(SAMPLE_RATE, xrunlab_dsp::ChordNotes::Apl);
+    let sines = chord.per_chord();
     let coeff = smoothing_coeff(SAMPLE_RATE);
     let mut group = c.benchmark_group(format!("kernel_{sines}x{FRAMES}"));
     group.throughput(Throughput::Elements((sines * FRAMES) as u64));

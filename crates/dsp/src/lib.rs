@@ -17,7 +17,9 @@ pub mod measure;
 mod rng;
 
 pub use bank::{PartialBank, PartialsMut};
-pub use chord::{Chord, PartialSpec, FUNDAMENTALS, MAX_CHORD_COPIES};
+pub use chord::{
+    Chord, ChordLayout, ChordNotes, PartialSpec, MAX_CHORD_COPIES, UNRANDOMIZED_PHASES,
+};
 pub use kernel::{render, Kernel, RenderStats};
 
 /// Below this amplitude a partial whose target is also below it is skipped.

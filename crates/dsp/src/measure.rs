@@ -50,7 +50,11 @@ pub fn kernel_throughput(
 ) -> KernelFigures {
     let sines = sines.max(1);
     let frames = frames.max(1);
-    let chord = Chord::with_capacity_for(MEASURE_SAMPLE_RATE, sines);
+    let chord = Chord::with_capacity_for(
+        MEASURE_SAMPLE_RATE,
+        crate::ChordLayout::single(crate::ChordNotes::Apl),
+        sines,
+    );
     let sines = sines.min(chord.partials().len());
     let mut bank = PartialBank::new(&chord);
     bank.amp[..sines].copy_from_slice(&bank.full_amp[..sines]);

@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use xrunlab_dsp::{Chord, Kernel};
+use std::sync::OnceLock;
+pub use xrunlab_dsp::ChordNotes;
+use xrunlab_dsp::{ChordLayout, Kernel, MAX_CHORD_COPIES};
 use xrunlab_sys::sched::RtPolicy;
 
 /// Sample rates the engine accepts.
@@ -17,6 +19,25 @@ pub const BUSY_COUNT_RANGE: (u32, u32) = (0, 4);
 pub const BUSY_PERIOD_MS_RANGE: (u32, u32) = (5, 100);
 /// Partials per work chunk.
 pub const CHUNK_SIZE_RANGE: (usize, usize) = (1, 65_536);
+/// AudioPerfLab's chord duplicates (its default is one per physical core).
+pub const CHORDS_RANGE: (usize, usize) = (1, MAX_CHORD_COPIES);
+/// AudioPerfLab's `kDefaultNumSines`: sines per chord at start.
+pub const DEFAULT_SINES_PER_CHORD: usize = 18;
+/// AudioPerfLab's default burst (`defaultNumBurstSinesPercent`): 75 % of its sine maximum.
+pub const DEFAULT_BURST_FRACTION: f64 = 0.75;
+
+/// Physical cores among `cpus`, or among the CPUs this process may run on when
+/// `None`: AudioPerfLab's recommended number of processing threads and its chord
+/// count (it ignores SMT siblings, which add little DSP capacity). At least 1.
+pub fn recommended_threads(cpus: Option<&[usize]>) -> usize {
+    static ALLOWED: OnceLock<Vec<usize>> = OnceLock::new();
+    let allowed = ALLOWED.get_or_init(|| {
+        xrunlab_sys::sched::allowed_cpus()
+            .unwrap_or_else(|_| xrunlab_sys::cpu::online_cpus(xrunlab_sys::default_sys_root()))
+    });
+    let cpus = cpus.unwrap_or(allowed);
+    xrunlab_sys::cpu::physical_cores(xrunlab_sys::default_sys_root(), cpus).max(1)
+}
 
 /// How the driver thread takes part in the render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -39,14 +60,15 @@ impl DriverMode {
     }
 }
 
-/// AudioPerfLab's presets; anything else reads back as [`Preset::Custom`].
+/// AudioPerfLab's presets (`Base/Config.hpp`); anything else reads back as [`Preset::Custom`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Preset {
-    /// 2 processing threads, driver processes sines, work interval on, no minimum load, no busy threads.
+    /// The recommended processing threads (physical cores xrunlab may use), driver
+    /// processes sines, work interval on, no minimum load, no busy threads.
     Standard,
-    /// "Busy thread + delegated DSP": 2 processing threads, driver waits for workers,
-    /// work interval off, no minimum load, 1 busy thread (35 ms, 50 %).
+    /// "Busy thread + delegated DSP": the recommended processing threads, driver waits
+    /// for workers, work interval off, no minimum load, 1 busy thread (35 ms, 50 %).
     Optimal,
     /// Any other combination.
     Custom,
@@ -141,6 +163,11 @@ pub struct EngineConfig {
     pub sample_rate: u32,
     /// Requested buffer size in frames (a server device may impose its own).
     pub buffer_frames: u32,
+    /// The chord: AudioPerfLab's four notes (default) or its pre-October-2020 three.
+    pub chord: ChordNotes,
+    /// How many times AudioPerfLab's part of the chord is played: one per physical
+    /// core xrunlab may use, as AudioPerfLab does. Sets the sine maximum.
+    pub chords: usize,
     /// Sustained sine count: the N lowest partials.
     pub sines: usize,
     /// Extra sines added for 0.25 s by a burst.
@@ -168,15 +195,25 @@ pub struct EngineConfig {
 }
 
 impl Default for EngineConfig {
+    /// AudioPerfLab's start-up state on this machine: one chord per physical core,
+    /// 18 sines per chord, a burst of 75 % of the sine maximum, the standard preset.
     fn default() -> Self {
+        let chords = recommended_threads(None).min(CHORDS_RANGE.1);
+        let layout = ChordLayout {
+            notes: ChordNotes::Apl,
+            chords,
+        };
+        let (sines, burst_sines) = default_sines(layout, 48_000);
         let mut c = Self {
             sample_rate: 48_000,
             buffer_frames: 128,
-            sines: 18,
-            burst_sines: 1_000,
+            chord: layout.notes,
+            chords,
+            sines,
+            burst_sines,
             kernel: Kernel::Reference,
             chunk_size: 256,
-            threads: 2,
+            threads: chords,
             driver_mode: DriverMode::ProcessesSines,
             min_load_pct: 0.0,
             busy: BusyConfig::default(),
@@ -187,6 +224,16 @@ impl Default for EngineConfig {
         c.apply_preset(Preset::Standard);
         c
     }
+}
+
+/// AudioPerfLab's start-up sine and burst counts for `layout`: 18 per chord, and 75 %
+/// of its sine maximum.
+fn default_sines(layout: ChordLayout, sample_rate: u32) -> (usize, usize) {
+    let burst = layout.apl_max_sines(sample_rate) as f64 * DEFAULT_BURST_FRACTION;
+    (
+        DEFAULT_SINES_PER_CHORD * layout.chords,
+        burst.round() as usize,
+    )
 }
 
 mod kernel_serde {
@@ -263,13 +310,19 @@ impl EngineConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_range("sample_rate", self.sample_rate, SAMPLE_RATE_RANGE)?;
         check_range("buffer_frames", self.buffer_frames, BUFFER_FRAMES_RANGE)?;
-        let max = Chord::max_sines(self.sample_rate);
-        let per_copy = Chord::partials_per_copy(self.sample_rate);
+        check_range("chords", self.chords, CHORDS_RANGE)?;
+        let layout = self.chord_layout();
+        let max = layout.max_sines(self.sample_rate);
+        let apl_max = layout.apl_max_sines(self.sample_rate);
+        let per_chord = layout.partials_per_chord(self.sample_rate);
         let allowed = |what: &str| {
             format!(
-                "0..={max} {what}at {} Hz ({} chord copies; one chord is {per_copy} partials)",
+                "0..={max} {what}at {} Hz: AudioPerfLab's range is 0..={apl_max} \
+                 ({} × the {:?} chord; one chord is {per_chord} partials), \
+                 and xrunlab's own extra copies go up to {MAX_CHORD_COPIES} copies",
                 self.sample_rate,
-                xrunlab_dsp::MAX_CHORD_COPIES
+                self.chords,
+                self.chord.name(),
             )
         };
         if self.sines > max {
@@ -313,18 +366,51 @@ impl EngineConfig {
         Ok(())
     }
 
-    /// Sets the preset's fields; [`Preset::Custom`] changes nothing.
+    /// The chord as the engine builds it.
+    pub fn chord_layout(&self) -> ChordLayout {
+        ChordLayout {
+            notes: self.chord,
+            chords: self.chords,
+        }
+    }
+
+    /// Sets the chord and its count. A sine or burst count still at AudioPerfLab's
+    /// default for the old chord (18 per chord; 75 % of the sine maximum) moves to
+    /// the default for the new one, so the defaults stay derived as AudioPerfLab's are.
+    pub fn set_chord_layout(&mut self, notes: ChordNotes, chords: usize) {
+        let (old_sines, old_burst) = default_sines(self.chord_layout(), self.sample_rate);
+        let new = ChordLayout { notes, chords };
+        let (new_sines, new_burst) = default_sines(new, self.sample_rate);
+        if self.sines == old_sines {
+            self.sines = new_sines;
+        }
+        if self.burst_sines == old_burst {
+            self.burst_sines = new_burst;
+        }
+        self.chord = notes;
+        self.chords = chords;
+    }
+
+    /// AudioPerfLab's recommended thread count for these settings: the physical
+    /// cores among `rt.cpus`, or among the CPUs this process may use.
+    pub fn recommended_threads(&self) -> usize {
+        recommended_threads(self.rt.cpus.as_deref()).min(THREADS_RANGE.1)
+    }
+
+    /// Sets the preset's fields; [`Preset::Custom`] changes nothing. Both presets
+    /// use the recommended thread count, as AudioPerfLab's do.
     pub fn apply_preset(&mut self, preset: Preset) {
+        let recommended = self.recommended_threads();
         match preset {
             Preset::Standard => {
-                self.threads = 2;
+                self.threads = recommended;
                 self.driver_mode = DriverMode::ProcessesSines;
                 self.work_interval = true;
                 self.min_load_pct = 0.0;
                 self.busy.count = 0;
             }
             Preset::Optimal => {
-                self.threads = 2;
+                self.threads = recommended;
                 self.driver_mode = DriverMode::WaitsForWorkers;
                 self.work_interval = false;
                 self.min_load_pct = 0.0;
@@ -340,7 +426,7 @@ impl EngineConfig {
 
     /// Which preset the settings match; anything else is [`Preset::Custom`].
     pub fn preset(&self) -> Preset {
-        let common = self.threads == 2 && self.min_load_pct == 0.0;
+        let common = self.threads == self.recommended_threads() && self.min_load_pct == 0.0;
         if common
             && self.driver_mode == DriverMode::ProcessesSines
             && self.work_interval
@@ -383,6 +469,8 @@ impl EngineConfig {
     pub fn needs_restart(&self, new: &EngineConfig) -> bool {
         self.sample_rate != new.sample_rate
             || self.buffer_frames != new.buffer_frames
+            || self.chord != new.chord
+            || self.chords != new.chords
             || self.threads != new.threads
             || self.driver_mode != new.driver_mode
             || self.work_interval != new.work_interval
@@ -398,12 +486,14 @@ mod tests {
     #[test]
     fn presets_map_to_settings_and_back() {
         let mut c = EngineConfig::default();
+        let n = recommended_threads(None);
+        assert_eq!(c.threads, n, "presets use the recommended thread count");
         assert_eq!(c.preset(), Preset::Standard);
         c.apply_preset(Preset::Optimal);
         assert_eq!(c.preset(), Preset::Optimal);
         assert_eq!(
             (c.threads, c.driver_mode, c.work_interval),
-            (2, DriverMode::WaitsForWorkers, false)
+            (n, DriverMode::WaitsForWorkers, false)
         );
         assert_eq!(
             c.busy,
@@ -413,15 +503,18 @@ mod tests {
                 duty_pct: 50.0
             }
         );
-        assert_eq!(c.realtime_threads(), 3);
+        assert_eq!(c.realtime_threads(), n + 1);
         c.busy.duty_pct = 60.0;
         assert_eq!(c.preset(), Preset::Custom);
         c.apply_preset(Preset::Standard);
         assert_eq!(c.preset(), Preset::Standard);
         assert_eq!(
             (c.threads, c.driver_mode, c.work_interval, c.busy.count),
-            (2, DriverMode::ProcessesSines, true, 0)
+            (n, DriverMode::ProcessesSines, true, 0)
         );
+        c.threads = n + 1;
+        assert_eq!(c.preset(), Preset::Custom, "--threads overrides the preset");
+        c.threads = n;
         c.min_load_pct = 10.0;
         assert_eq!(c.preset(), Preset::Custom);
         c.apply_preset(Preset::Custom);
@@ -459,6 +552,7 @@ mod tests {
                 "5..=100",
             ),
             (Box::new(|c| c.sines = usize::MAX), "sines", "at 48000 Hz"),
+            (Box::new(|c| c.chords = 0), "chords", "1..=256"),
         ];
         for (mutate, field, allowed) in cases {
             let mut c = ok.clone();
@@ -467,6 +561,36 @@ mod tests {
             assert_eq!(e.field, field);
             assert!(e.allowed.contains(allowed), "{e}");
         }
+    }
+
+    #[test]
+    fn defaults_follow_audioperflab_one_chord_per_physical_core() {
+        let c = EngineConfig::default();
+        let n = recommended_threads(None);
+        assert_eq!((c.chord, c.chords), (ChordNotes::Apl, n));
+        assert_eq!(c.sines, 18 * n);
+        let apl_max = 2058 * n;
+        assert_eq!(c.chord_layout().apl_max_sines(48_000), apl_max);
+        assert_eq!(c.burst_sines, (apl_max as f64 * 0.75).round() as usize);
+        let mut old = c.clone();
+        old.chord = ChordNotes::Apl2020;
+        assert_eq!(old.chord_layout().apl_max_sines(48_000), 1717 * n);
+        assert!(c.needs_restart(&old), "a chord change rebuilds the bank");
+        let mut four = c.clone();
+        four.set_chord_layout(ChordNotes::Apl, 4);
+        assert_eq!(
+            (four.sines, four.burst_sines),
+            (72, 6174),
+            "defaults follow"
+        );
+        let mut custom = c.clone();
+        custom.sines = 500;
+        custom.set_chord_layout(ChordNotes::Apl2020, 1);
+        assert_eq!(
+            (custom.sines, custom.burst_sines),
+            (500, 1288),
+            "a chosen count stays"
+        );
     }
 
     #[test]

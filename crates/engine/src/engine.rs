@@ -86,6 +86,27 @@ pub struct ProcessRt {
     pub pm_qos: Outcome,
 }
 
+/// The chord in play, as reported in results and the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChordInfo {
+    /// "apl" (four notes, AudioPerfLab since October 2020) or "apl-2020" (three notes).
+    pub name: &'static str,
+    /// MIDI notes.
+    pub notes: Vec<u8>,
+    /// Partials in one chord at the device's sample rate.
+    pub partials_per_chord: usize,
+    /// AudioPerfLab plays the chord once per physical core: how many times here.
+    pub apl_chords: usize,
+    /// AudioPerfLab's sine maximum: `apl_chords × partials_per_chord`.
+    pub apl_max_sines: usize,
+    /// The largest sine count accepted, xrunlab's own extra copies included.
+    pub max_sines: usize,
+    /// xrunlab's own copies (fresh detunes) built beyond AudioPerfLab's range.
+    pub extra_copies_built: usize,
+    /// How many of those the sines and burst reach into.
+    pub extra_copies_in_play: usize,
+}
+
 /// What [`Engine::apply`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Applied {
@@ -185,7 +206,8 @@ impl Engine {
     fn start_audio(&mut self) -> Result<(), EngineError> {
         let c = &self.config;
         let sines_needed = c.sines + c.burst_sines;
-        let chord = Chord::with_capacity_for(self.info.sample_rate, sines_needed.max(1));
+        let chord =
+            Chord::with_capacity_for(self.info.sample_rate, c.chord_layout(), sines_needed.max(1));
         let worker_count = c.worker_threads();
         let driver_slot = match c.driver_mode {
             crate::config::DriverMode::ProcessesSines => Some(0),
@@ -445,18 +467,28 @@ impl Engine {
             })
     }
 
-    /// Chord copies built, and partials in the first copy.
-    pub fn chord_copies(&self) -> (usize, usize) {
-        self.audio
-            .as_ref()
-            .map_or((0, 0), |a| (a.chord.copies(), a.chord.per_copy()))
-    }
-
-    /// Chord copies that `sines` partials span.
-    pub fn copies_in_play(&self, sines: usize) -> usize {
-        self.audio
-            .as_ref()
-            .map_or(0, |a| a.chord.copies_in_play(sines))
+    /// The chord as built: AudioPerfLab's part and xrunlab's extra copies, and
+    /// how far the current sines (with a burst) reach into the extras.
+    pub fn chord_info(&self) -> ChordInfo {
+        let c = &self.config;
+        let layout = c.chord_layout();
+        let rate = self.info.sample_rate;
+        let (built, in_play) = self.audio.as_ref().map_or((0, 0), |a| {
+            (
+                a.chord.extra_copies(),
+                a.chord.extra_copies_in_play(c.sines + c.burst_sines),
+            )
+        });
+        ChordInfo {
+            name: c.chord.name(),
+            notes: c.chord.notes().to_vec(),
+            partials_per_chord: layout.partials_per_chord(rate),
+            apl_chords: c.chords,
+            apl_max_sines: layout.apl_max_sines(rate),
+            max_sines: layout.max_sines(rate),
+            extra_copies_built: built,
+            extra_copies_in_play: in_play,
+        }
     }
 
     /// Audio starts so far (1 + restarts).
@@ -467,6 +499,16 @@ impl Engine {
     /// Busy threads running.
     pub fn busy_threads(&self) -> usize {
         self.busy.count()
+    }
+
+    /// Each busy thread's tid and the priority it obtained (nice 19).
+    pub fn busy_thread_info(&self) -> Vec<crate::busy::BusyThreadInfo> {
+        self.busy.threads()
+    }
+
+    /// Share of time the busy threads spent working (their achieved duty).
+    pub fn busy_achieved_duty(&self) -> Option<f64> {
+        self.busy.achieved_duty()
     }
 
     /// Stops audio, delivering the last buffers to `sink`.

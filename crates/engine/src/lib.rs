@@ -14,7 +14,7 @@ pub mod summary;
 
 pub use config::{BusyConfig, ConfigError, DriverMode, EngineConfig, Preset, RtConfig};
 pub use device::{Device, DeviceError, DeviceInfo, DeviceSignals};
-pub use engine::{Applied, Engine, EngineError, ProcessRt, ThreadInfo};
+pub use engine::{Applied, ChordInfo, Engine, EngineError, ProcessRt, ThreadInfo};
 pub use report::{BufferReport, ThreadReport, ThreadRole};
 pub use rt::driver::{Cycle, CycleOutcome, Renderer};
 pub use summary::{Percentiles, RunStats, Summary, ThreadSummary};

@@ -126,6 +126,28 @@ pub fn online_cpus(sys_root: &Path) -> Vec<usize> {
     cpus
 }
 
+/// The physical core a CPU belongs to: its package and core id from sysfs topology, or
+/// the CPU itself when the topology files are missing (then it counts as a core of its own).
+fn core_key(sys_root: &Path, cpu: usize) -> (Option<u64>, u64) {
+    let topo = cpu_dir(sys_root, cpu).join("topology");
+    match (
+        read_parsed::<u64>(&topo.join("physical_package_id")),
+        read_parsed::<u64>(&topo.join("core_id")),
+    ) {
+        (package, Some(core)) => (package, core),
+        _ => (None, 1 << 32 | cpu as u64),
+    }
+}
+
+/// How many physical cores the CPUs in `cpus` span: SMT siblings (same package and core
+/// id) count once. This is AudioPerfLab's count of cores available for DSP.
+pub fn physical_cores(sys_root: &Path, cpus: &[usize]) -> usize {
+    let mut keys: Vec<_> = cpus.iter().map(|&c| core_key(sys_root, c)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.len()
+}
+
 /// Core types from Intel hybrid PMU cpu lists, or else from Arm capacities relative to the
 /// biggest core. `None` on symmetric machines, where the label would mean nothing.
 fn core_type(
@@ -402,5 +424,25 @@ mod tests {
             !has_cpufreq,
             "{summary}"
         );
+    }
+
+    #[test]
+    fn smt_siblings_count_as_one_physical_core() {
+        let f = crate::testutil::Fixture::new("smt");
+        // 4 CPUs: 0/2 and 1/3 are SMT siblings; CPU 4 has no topology files.
+        for (cpu, core) in [(0, 0), (1, 1), (2, 0), (3, 1)] {
+            f.write(
+                &format!("devices/system/cpu/cpu{cpu}/topology/core_id"),
+                &format!("{core}\n"),
+            );
+            f.write(
+                &format!("devices/system/cpu/cpu{cpu}/topology/physical_package_id"),
+                "0\n",
+            );
+        }
+        assert_eq!(physical_cores(f.path(), &[0, 1, 2, 3]), 2);
+        assert_eq!(physical_cores(f.path(), &[0, 2]), 1);
+        assert_eq!(physical_cores(f.path(), &[0, 1, 2, 3, 4]), 3);
+        assert_eq!(physical_cores(f.path(), &[]), 0);
     }
 }

@@ -365,6 +365,12 @@ fn set_uclamp_min(value: u32) -> Outcome {
     }
 }
 
+/// The CPUs the calling thread may run on (its affinity mask), or the errno of
+/// `sched_getaffinity`.
+pub fn allowed_cpus() -> Result<Vec<usize>, i32> {
+    get_affinity()
+}
+
 /// The calling thread's allowed CPUs, or an errno.
 fn get_affinity() -> Result<Vec<usize>, i32> {
     // SAFETY: cpu_set_t is a plain bit array for which all-zero is a valid (empty) value.
@@ -482,6 +488,26 @@ pub fn apply_to_current_thread(req: &RtRequest) -> ThreadSchedReport {
         deadline,
         uclamp,
         affinity,
+    }
+}
+
+/// Lowers the calling thread to `nice` within SCHED_OTHER (Linux nice values are per
+/// thread). Raising the nice value needs no privilege; the outcome says what is in effect.
+pub fn set_current_thread_nice(nice: i32) -> Outcome {
+    let tid = gettid();
+    // SAFETY: setpriority takes plain integers; PRIO_PROCESS with a tid addresses one thread.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc == 0 {
+        return Outcome::Applied {
+            detail: format!("SCHED_OTHER nice {nice}"),
+        };
+    }
+    let errno = last_errno();
+    // SAFETY: getpriority takes plain integers and touches no memory.
+    let now = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t) };
+    Outcome::Refused {
+        reason: format!("{}: setpriority(nice {nice}) failed", errno_name(errno)),
+        fallback: format!("SCHED_OTHER nice {now}"),
     }
 }
 

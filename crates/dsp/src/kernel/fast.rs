@@ -158,7 +158,7 @@ mod tests {
     /// checked against the reference here.
     #[test]
     fn portable_body_agrees_with_reference() {
-        let chord = Chord::new(48_000, 1);
+        let chord = Chord::single(48_000, crate::ChordNotes::Apl);
         let coeff = smoothing_coeff(48_000);
         let mut a = PartialBank::new(&chord);
         a.set_active(0, 301);

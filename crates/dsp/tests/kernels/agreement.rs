@@ -74,7 +74,7 @@ fn fast_matches_reference_within_minus_90_dbfs() {
 
     // 60 s of the lowest 400 partials: fade in, partial fade out (the top ones go
     // silent and freeze), fade back in, short bursts, and everything off.
-    let chord = Chord::new(SR, 1);
+    let chord = Chord::single(SR, xrunlab_dsp::ChordNotes::Apl);
     let mut reference = PartialBank::new(&chord);
     let mut fast = reference.clone();
     let schedule = [
@@ -100,8 +100,8 @@ fn fast_matches_reference_within_minus_90_dbfs() {
     );
 
     // 2 s of the whole chord, split into the engine's 256-partial chunks:
-    // 0 -> 1717 -> 300 -> a 0.25 s burst back to 1717 -> 300.
-    let n = chord.per_copy();
+    // 0 -> 2058 -> 300 -> a 0.25 s burst back to 2058 -> 300.
+    let n = chord.per_chord();
     let mut reference = PartialBank::new(&chord);
     let mut fast = reference.clone();
     let schedule = [(0, n), (s(0.7), 300), (s(1.5), n), (s(1.75), 300)];
@@ -123,7 +123,7 @@ fn fast_matches_reference_within_minus_90_dbfs() {
 
 #[test]
 fn both_kernels_count_the_same_partials() {
-    let chord = Chord::new(SR, 1);
+    let chord = Chord::single(SR, xrunlab_dsp::ChordNotes::Apl);
     let coeff = smoothing_coeff(SR);
     for kernel in [Kernel::Reference, Kernel::Fast] {
         let mut bank = PartialBank::new(&chord);

@@ -6,7 +6,7 @@ use xrunlab_dsp::{render, smoothing_coeff, Chord, Kernel, PartialBank, PartialsM
 const KERNELS: [Kernel; 2] = [Kernel::Reference, Kernel::Fast];
 
 fn bank() -> PartialBank {
-    let mut bank = PartialBank::new(&Chord::new(SR, 1));
+    let mut bank = PartialBank::new(&Chord::single(SR, xrunlab_dsp::ChordNotes::Apl));
     settle(&mut bank, 40);
     bank
 }

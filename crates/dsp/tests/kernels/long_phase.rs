@@ -8,7 +8,7 @@ const CHUNK: usize = 1024;
 
 #[test]
 fn phase_is_exact_after_ten_minutes() {
-    let chord = Chord::new(SR, 1);
+    let chord = Chord::single(SR, xrunlab_dsp::ChordNotes::Apl);
     let coeff = smoothing_coeff(SR);
     for kernel in [Kernel::Reference, Kernel::Fast] {
         let mut bank = PartialBank::new(&chord);

@@ -6,7 +6,11 @@ use xrunlab_dsp::{render, smoothing_coeff, Chord, Kernel, PartialBank};
 
 #[test]
 fn render_does_not_allocate() {
-    let chord = Chord::new(SR, 2);
+    let chord = Chord::new(
+        SR,
+        xrunlab_dsp::ChordLayout::single(xrunlab_dsp::ChordNotes::Apl),
+        1,
+    );
     let coeff = smoothing_coeff(SR);
     let mut bank = PartialBank::new(&chord);
     let n = bank.len();

@@ -83,7 +83,7 @@ struct Partial {
 }
 
 fn check_chord(kernel: Kernel, n: usize) {
-    let chord = Chord::new(SR, 1);
+    let chord = Chord::single(SR, xrunlab_dsp::ChordNotes::Apl);
     let mut bank = PartialBank::new(&chord);
     settle(&mut bank, n);
     let partials: Vec<Partial> = chord

@@ -7,8 +7,9 @@ use xrunlab_engine::{DriverMode, Engine};
 
 #[test]
 fn injected_stalls_give_exactly_one_dropout_each() {
-    // 512 frames = 10.67 ms per period: far more than this VM's worst timer
-    // jitter, so only the injected 16 ms stalls can make a render late.
+    // 512 frames = 10.67 ms per period. A 16 ms stall makes its buffer late at
+    // ~150 % load; a loaded machine may add late renders of its own, which are
+    // allowed but told apart by their load.
     let mut engine = start(config(0, 2, 512));
     let mut seen = collect(&mut engine, Duration::from_millis(200));
     for _ in 0..3 {
@@ -18,22 +19,22 @@ fn injected_stalls_give_exactly_one_dropout_each() {
     let skipped = engine.signals().skipped_periods();
     engine.stop(|b| seen.push(b.clone()));
     let late: Vec<_> = seen.iter().filter(|b| b.late).collect();
+    // A 16 ms stall in a 10.67 ms buffer shows as ~150 % load.
+    let stalled: Vec<_> = late.iter().filter(|b| b.load() > 1.4).collect();
     assert_eq!(
-        late.len(),
+        stalled.len(),
         3,
-        "late renders: {:?}",
-        late.iter().map(|b| b.seq).collect::<Vec<_>>()
+        "one late render per stall; late renders (seq, load): {:?}",
+        late.iter().map(|b| (b.seq, b.load())).collect::<Vec<_>>()
     );
-    assert_eq!(seen.iter().filter(|b| b.dropout()).count(), 3);
-    for b in &late {
-        assert!(
-            b.load() > 1.4,
-            "a 16 ms stall in a 10.67 ms buffer shows as ~150 % load, got {}",
-            b.load()
-        );
-    }
-    // Each stall ends 5.3 ms past its deadline, before the next boundary: one period skipped.
-    assert_eq!(skipped, 3);
+    assert!(stalled.iter().all(|b| b.dropout()));
+    // Each stall ends 5.3 ms past its deadline, before the next boundary: one
+    // period skipped per stall (a late render of the machine's own may add more).
+    assert!(
+        skipped >= 3,
+        "skipped periods: {skipped} for {} late renders",
+        late.len()
+    );
     // Sequence numbers stay contiguous: skipped periods are not rendered.
     assert!(seen.windows(2).all(|w| w[1].seq == w[0].seq + 1));
 }
@@ -144,14 +145,18 @@ fn live_changes_apply_without_restart_and_structural_ones_restart() {
 fn sines_beyond_the_built_chord_grow_it_by_restarting() {
     let mut c = config(100, 2, 256);
     c.burst_sines = 0;
+    c.chords = 1;
     let mut engine = start(c.clone());
-    assert_eq!(engine.chord_copies().0, 1);
+    let chord = engine.chord_info();
+    assert_eq!((chord.apl_max_sines, chord.extra_copies_built), (2058, 0));
     c.sines = 5000;
     c.kernel = xrunlab_dsp::Kernel::Fast;
     let applied = engine.apply(c, |_| {}).unwrap();
     assert!(applied.restarted);
-    assert!(engine.chord_copies().0 >= 3);
-    assert_eq!(engine.copies_in_play(5000), 3);
+    // 2058 of AudioPerfLab's, then xrunlab's own copies of about 2050 each.
+    let chord = engine.chord_info();
+    assert_eq!(chord.extra_copies_built, 2);
+    assert_eq!(chord.extra_copies_in_play, 2);
     let seen = collect(&mut engine, Duration::from_millis(200));
     engine.stop(|_| {});
     assert!(seen.iter().any(|b| b.active_sines == 5000));
