@@ -37,6 +37,8 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
         "share",
         "ring drops",
         "chord copies in play: 1",
+        "driver spin before sleeping: 0 µs (AudioPerfLab blocks at once)",
+        "incomplete renders 0",
     ] {
         assert!(
             stdout.contains(needle),
