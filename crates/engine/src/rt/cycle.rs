@@ -69,7 +69,9 @@ struct BankPtrs {
 pub(crate) struct CycleShared {
     /// Futex word: bumped to start a cycle or to stop.
     pub generation: AtomicU32,
-    /// Futex word: workers still busy with the current cycle.
+    /// Futex word the driver sleeps on: workers that have not yet left their
+    /// cycle (protocol step 4; it decides who wakes the driver, not who may
+    /// touch what).
     pub remaining: AtomicU32,
     pub next_chunk: AtomicUsize,
     pub stop: AtomicBool,
@@ -240,7 +242,10 @@ impl CycleShared {
                 hang_ns = 0;
             }
             let end = start.saturating_add(chunk).min(limit);
-            // SAFETY: fetch_add handed this range to us alone (protocol step 3).
+            // SAFETY: fetch_add handed this range to us alone (protocol step
+            // 3); once the driver closed the cycle no claim reaches this
+            // point (step 5), and no new cycle resets the counter while we
+            // are still in this one (step 2).
             let view = unsafe { self.view(start, end) };
             let stats = xrunlab_dsp::render(kernel, view, self.coeff, left, right);
             work.computed += stats.computed;
