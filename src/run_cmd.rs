@@ -330,6 +330,7 @@ pub fn render(args: &RenderArgs) -> Result<(), Failure> {
         ));
     }
     let provenance = provenance();
+    files::check_writable("--out", &args.out)?;
     if let Some(p) = &args.json {
         files::check_writable("--json", p)?;
     }

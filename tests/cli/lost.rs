@@ -242,8 +242,13 @@ fn sigterm_ends_a_render_cleanly_with_a_readable_wav() {
             "render",
             "--duration",
             "3600s",
+            // One SCHED_OTHER thread: about 10x real time on this machine,
+            // without starving the tests that run beside it.
             "--sines",
-            "1717",
+            "300",
+            "--threads",
+            "1",
+            "--no-rt",
             "--out",
             wav.to_str().unwrap(),
             "--json",
@@ -269,6 +274,44 @@ fn sigterm_ends_a_render_cleanly_with_a_readable_wav() {
     assert!(
         u64::from(reader.duration()) < 3600 * 48_000,
         "the render was cut short"
+    );
+}
+
+#[test]
+fn kill_9_during_a_render_keeps_the_earlier_wav_and_a_readable_partial_one() {
+    let dir = scratch("render-kill9");
+    let wav = dir.join("chord.wav");
+    std::fs::write(&wav, b"an earlier render").unwrap();
+    let child = xrunlab()
+        .args([
+            "render",
+            "--duration",
+            "3600s",
+            // One SCHED_OTHER thread: about 10x real time on this machine,
+            // without starving the tests that run beside it.
+            "--sines",
+            "300",
+            "--threads",
+            "1",
+            "--no-rt",
+            "--out",
+            wav.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(&child, libc::SIGKILL);
+    wait_within(child, Duration::from_secs(10));
+    assert_eq!(std::fs::read(&wav).unwrap(), b"an earlier render");
+    let partial = partials(&dir);
+    assert_eq!(partial.len(), 1, "{partial:?}");
+    // The header is brought up to date every second: the samples up to then read back.
+    let reader = hound::WavReader::open(&partial[0]).unwrap();
+    assert!(
+        reader.duration() > 0,
+        "the partial WAV holds what was rendered until the last second"
     );
 }
 

@@ -20,7 +20,9 @@ const FADE_SECONDS: f64 = 1.2;
 /// otherwise call a merely descheduled worker stuck.
 const MIN_WAIT_MARGIN_NS: u64 = 2_000_000;
 /// Without a deadline (offline rendering) the driver waits this long for its
-/// workers after publishing a cycle.
+/// workers after publishing a cycle, and as long again before the next cycle
+/// for a worker still in the previous one: there is no deadline to keep, and
+/// silent buffers rendered as fast as possible would empty the whole file.
 const NO_DEADLINE_WAIT_NS: u64 = 5_000_000_000;
 /// Workers the unfinished mask of a buffer can name (one bit each).
 const MAX_WORKERS: usize = 64;
@@ -171,7 +173,20 @@ impl Renderer {
             &mut cycle.out_r[..frames_total],
         );
         let s = &*self.shared;
-        let stuck = s.unfinished(first_worker, workers, self.generation);
+        let mut stuck = s.unfinished(first_worker, workers, self.generation);
+        if stuck != 0 && cycle.deadline_ns == u64::MAX {
+            // No deadline to keep (offline): a complete render matters more
+            // than speed, so wait for the late worker, bounded as ever.
+            let limit = wait_limit(cycle.deadline_ns, now_ns(), buffer_ns as u64);
+            stuck = wait_for_workers(
+                s,
+                first_worker,
+                workers,
+                self.generation,
+                c.driver_spin_ns,
+                limit,
+            );
+        }
         let (active, unfinished_workers) = if stuck != 0 {
             // A worker has still not finished the cycle of an earlier buffer
             // (protocol step 5): no cycle can start, so this buffer is silent.
