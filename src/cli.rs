@@ -69,6 +69,17 @@ pub struct RunArgs {
     /// Fault injection interval.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall")]
     pub stall_every: Option<Duration>,
+    /// Fault injection: make worker thread N (1 = the first) hang inside its
+    /// cycle for --hang, every --hang-every; the driver stops waiting for it
+    /// at the deadline plus a margin and records incomplete renders.
+    #[arg(long, value_name = "N", requires = "hang_every")]
+    pub hang_worker: Option<usize>,
+    /// How long the worker hangs.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "50ms")]
+    pub hang: Duration,
+    /// Worker hang interval.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "hang_worker")]
+    pub hang_every: Option<Duration>,
     /// Print only the summary (no progress line).
     #[arg(long, short)]
     pub quiet: bool,
@@ -222,6 +233,15 @@ pub struct EngineArgs {
     /// Work interval: on Linux, audio threads ask for uclamp.min.
     #[arg(long, value_enum, help_heading = "Threads and workarounds")]
     pub work_interval: Option<OnOff>,
+    /// Microseconds the driver spins on the workers before it sleeps, 0..=1000
+    /// (0, the presets' value, blocks at once as AudioPerfLab does).
+    #[arg(
+        long,
+        value_name = "US",
+        allow_negative_numbers = true,
+        help_heading = "Threads and workarounds"
+    )]
+    pub driver_spin: Option<i64>,
 
     /// SCHED_FIFO priority for audio threads, 1..=99.
     #[arg(
@@ -364,6 +384,14 @@ impl EngineArgs {
         if let Some(v) = self.work_interval {
             c.work_interval = v == OnOff::On;
         }
+        if let Some(v) = self.driver_spin {
+            let (lo, hi) = xrunlab_engine::config::DRIVER_SPIN_US_RANGE;
+            c.driver_spin_us = u32::try_from(v).map_err(|_| {
+                UsageError(format!(
+                    "invalid value '{v}' for --driver-spin: allowed {lo}..={hi} (microseconds)"
+                ))
+            })?;
+        }
         if self.no_rt {
             c.rt.priority = None;
         }
@@ -402,6 +430,7 @@ fn flag_error(e: &xrunlab_engine::ConfigError) -> String {
         "busy_threads" => "--busy-threads",
         "busy_period_ms" => "--busy-period",
         "busy_duty" => "--busy-duty",
+        "driver_spin_us" => "--driver-spin",
         "priority" => "--priority",
         "deadline_runtime" => "--deadline-runtime",
         "uclamp_min" => "--uclamp-min",

@@ -1,25 +1,47 @@
-//! Streams one CSV row per buffer to a file as buffers are drained, so a run that ends early keeps every row; runs on the main thread.
+//! Streams one CSV row per buffer as buffers are drained, into an in-progress file beside the target that is flushed every second and renamed to the target when the run ends; runs on the main thread.
+//!
+//! Why not write the target directly: a run killed with SIGKILL must neither
+//! destroy the previous file at that path nor lose what it measured. The rows
+//! go to `FILE.PID.partial` (PID: this process), which survives `kill -9` with
+//! every row up to about a second old, and `FILE` is replaced only when the
+//! run ends, by a rename.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use xrunlab_engine::BufferReport;
+
+/// Rows reach the file at least this often, so a killed run loses at most this much.
+const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
 pub struct CsvOut {
     out: BufWriter<File>,
     threads: usize,
-    path: String,
+    target: PathBuf,
+    partial: PathBuf,
+    last_flush: Instant,
+}
+
+/// The in-progress file of a CSV bound for `target`.
+pub fn partial_path(target: &Path) -> PathBuf {
+    let mut name = target.as_os_str().to_owned();
+    name.push(format!(".{}.partial", std::process::id()));
+    PathBuf::from(name)
 }
 
 impl CsvOut {
-    /// Creates the file and writes the header; `threads` audio threads get columns (driver first).
-    pub fn create(path: &Path, threads: usize) -> Result<CsvOut, String> {
-        let file =
-            File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    /// Creates the in-progress file beside `target` and writes the header;
+    /// `threads` audio threads get columns (driver first). `target` is not touched.
+    pub fn create(target: &Path, threads: usize) -> Result<CsvOut, String> {
+        let partial = partial_path(target);
+        let file = File::create(&partial)
+            .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
         let mut out = BufWriter::new(file);
         let mut header = String::from(
             "epoch,seq,frames,sample_rate,period_start_ns,deadline_ns,driver_wake_ns,render_start_ns,render_end_ns,\
-             load_pct,active_sines,burst,late,device_xrun,dropout,input_peak,server_load_pct",
+             load_pct,active_sines,burst,late,device_xrun,dropout,input_peak,server_load_pct,\
+             server_xruns,incomplete,unfinished_threads",
         );
         for i in 0..threads {
             for col in [
@@ -35,18 +57,35 @@ impl CsvOut {
                 header.push_str(&format!(",t{i}_{col}"));
             }
         }
-        writeln!(out, "{header}").map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        writeln!(out, "{header}")
+            .map_err(|e| format!("cannot write {}: {e}", partial.display()))?;
         Ok(CsvOut {
             out,
             threads,
-            path: path.display().to_string(),
+            target: target.to_path_buf(),
+            partial,
+            last_flush: Instant::now(),
         })
+    }
+
+    /// The in-progress file.
+    pub fn partial(&self) -> &Path {
+        &self.partial
+    }
+
+    fn write_error(&self, e: std::io::Error) -> String {
+        format!(
+            "cannot write {}: {e}; the rows written until then stay in {}",
+            self.target.display(),
+            self.partial.display()
+        )
     }
 
     /// Appends one buffer. Missing thread records leave empty cells.
     pub fn row(&mut self, b: &BufferReport) -> Result<(), String> {
+        let unfinished: Vec<String> = b.unfinished_threads().map(|t| t.to_string()).collect();
         let mut line = format!(
-            "{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{},{},{},{}",
             b.epoch,
             b.seq,
             b.frames,
@@ -66,6 +105,10 @@ impl CsvOut {
             b.server_load_pct
                 .map(|p| format!("{p:.2}"))
                 .unwrap_or_default(),
+            b.server_xruns,
+            u8::from(b.incomplete()),
+            // Thread indexes separated by ';', so the field needs no quoting.
+            unfinished.join(";"),
         );
         for i in 0..self.threads {
             match b.threads.iter().find(|t| t.index == i) {
@@ -83,13 +126,37 @@ impl CsvOut {
                 None => line.push_str(",,,,,,,,"),
             }
         }
-        writeln!(self.out, "{line}").map_err(|e| format!("cannot write {}: {e}", self.path))
+        line.push('\n');
+        // One write per whole line: BufWriter never splits a write across its
+        // flushes, so a killed run's file ends with a complete row.
+        self.out
+            .write_all(line.as_bytes())
+            .map_err(|e| self.write_error(e))
     }
 
-    /// Flushes what is buffered to the file.
-    pub fn flush(&mut self) -> Result<(), String> {
+    /// Flushes the buffered rows to the file when the last flush is a second old.
+    pub fn flush_if_due(&mut self) -> Result<(), String> {
+        if self.last_flush.elapsed() < FLUSH_INTERVAL {
+            return Ok(());
+        }
+        self.last_flush = Instant::now();
+        self.out.flush().map_err(|e| self.write_error(e))
+    }
+
+    /// Flushes every row and renames the in-progress file to the target.
+    pub fn finish(mut self) -> Result<(), String> {
+        self.out.flush().map_err(|e| self.write_error(e))?;
         self.out
-            .flush()
-            .map_err(|e| format!("cannot write {}: {e}", self.path))
+            .get_ref()
+            .sync_all()
+            .map_err(|e| self.write_error(e))?;
+        std::fs::rename(&self.partial, &self.target).map_err(|e| {
+            format!(
+                "cannot rename {} to {}: {e}; the rows are in {}",
+                self.partial.display(),
+                self.target.display(),
+                self.partial.display()
+            )
+        })
     }
 }

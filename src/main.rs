@@ -5,15 +5,18 @@ mod cli;
 mod csv_out;
 mod dashboard_cmd;
 mod devices;
+mod files;
 mod jack_support;
 mod result;
 mod run_cmd;
+mod signals;
 mod summary_text;
 
 use clap::Parser;
 use std::process::ExitCode;
 
 /// How a command failed.
+#[derive(Debug)]
 pub enum Failure {
     /// The user asked for something invalid: exit code 2.
     Usage(String),

@@ -1,4 +1,4 @@
-//! The result file of a run (JSON): provenance, settings, scheduling obtained, summary, device counters, end reason; built on the main thread.
+//! The result file of a run (JSON): provenance, settings, scheduling obtained, summary, device counters, end reason; built on the main thread, written atomically at checkpoints and at the end.
 
 use serde::Serialize;
 use std::path::Path;
@@ -57,10 +57,12 @@ pub struct Scheduling {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EndOfRun {
-    /// Why the run ended.
+    /// Why the run ended (for a checkpoint: that the run was still going).
     pub reason: String,
     /// False when the run ended through a failure.
     pub ok: bool,
+    /// True while the file is a checkpoint of a run that had not ended when it was written.
+    pub checkpoint: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -193,9 +195,85 @@ pub fn workload(engine: &Engine) -> Workload {
     }
 }
 
-/// Writes `result` as pretty JSON to `path`.
+/// What a result needs from the running engine: read before it stops (its threads are gone after).
+pub struct EngineFacts {
+    threads: Vec<ThreadInfo>,
+    busy_threads: Vec<BusyThreadInfo>,
+    busy_achieved_duty_pct: Option<f64>,
+    os_stats: Vec<OsThreadStats>,
+    device: DeviceInfo,
+    process: ProcessRt,
+    workload: Workload,
+    config: EngineConfig,
+    device_counters: DeviceCounters,
+    ring_drops: u64,
+}
+
+impl EngineFacts {
+    /// Reads the facts; cheap (a few small /proc reads), so checkpoints can call it.
+    pub fn read(engine: &Engine) -> EngineFacts {
+        let threads = engine.threads();
+        let signals = engine.signals();
+        EngineFacts {
+            busy_threads: engine.busy_thread_info(),
+            busy_achieved_duty_pct: engine.busy_achieved_duty().map(|d| d * 100.0),
+            os_stats: os_stats(&threads),
+            threads,
+            device: engine.device_info(),
+            process: engine.process_rt().clone(),
+            workload: workload(engine),
+            config: engine.config().clone(),
+            device_counters: DeviceCounters {
+                server_xruns: signals.xruns(),
+                skipped_periods: signals.skipped_periods(),
+                server_dsp_load_pct: signals.server_load(),
+            },
+            ring_drops: engine.ring_drops(),
+        }
+    }
+
+    /// The result file's content.
+    pub fn into_result(
+        self,
+        summary: Summary,
+        provenance: Provenance,
+        events: Vec<Event>,
+        end: EndOfRun,
+    ) -> RunResult {
+        let warnings = warnings(
+            &self.threads,
+            &self.busy_threads,
+            &self.process,
+            &self.device,
+        );
+        RunResult {
+            schema: SCHEMA,
+            provenance,
+            preset: self.config.preset().name(),
+            config: self.config,
+            device: self.device,
+            workload: self.workload,
+            scheduling: Scheduling {
+                threads: self.threads,
+                busy_threads: self.busy_threads,
+                busy_achieved_duty_pct: self.busy_achieved_duty_pct,
+                process: self.process,
+                os_stats: self.os_stats,
+                warnings,
+            },
+            summary,
+            device_counters: self.device_counters,
+            ring_drops: self.ring_drops,
+            events,
+            end,
+        }
+    }
+}
+
+/// Writes `result` as pretty JSON to `path`, atomically: the previous file
+/// stays whole until the new one replaces it.
 pub fn write_json(path: &Path, result: &RunResult) -> Result<(), String> {
     let text = serde_json::to_string_pretty(result)
         .map_err(|e| format!("cannot serialize the result: {e}"))?;
-    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+    crate::files::write_atomically(path, (text + "\n").as_bytes())
 }

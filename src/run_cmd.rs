@@ -1,19 +1,22 @@
-//! `xrunlab run` and `xrunlab render`: start the engine, collect every buffer, script bursts and stalls, and write the summary, JSON and CSV, also on Ctrl-C or device failure; runs on the main thread.
+//! `xrunlab run` and `xrunlab render`: start the engine, collect every buffer, script bursts and faults, checkpoint the JSON every 10 s, and write the summary, JSON and CSV at the end, also on a stop signal or device failure; runs on the main thread.
 
 use crate::cli::{RenderArgs, RunArgs};
 use crate::csv_out::CsvOut;
-use crate::result::{self, DeviceCounters, EndOfRun, Event, RunResult, Scheduling};
+use crate::files;
+use crate::result::{write_json, EndOfRun, EngineFacts, Event};
+use crate::signals::StopSignals;
 use crate::Failure;
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab_engine::device::offline::OfflineDevice;
-use xrunlab_engine::{Engine, EngineConfig, EngineError, RunStats};
+use xrunlab_engine::{BufferReport, Device, Engine, EngineConfig, EngineError, RunStats};
 use xrunlab_sys::Provenance;
 
 /// How often the main thread drains the record rings.
 const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
+/// How often a run rewrites its JSON while it goes, so that a killed run
+/// leaves a result at most this old.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
 
 fn start_error(e: EngineError) -> Failure {
     match e {
@@ -22,37 +25,208 @@ fn start_error(e: EngineError) -> Failure {
     }
 }
 
-/// Sets a flag on Ctrl-C (and SIGTERM) so the run can end cleanly and keep its data.
-fn interrupt_flag() -> Arc<AtomicBool> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let f = flag.clone();
-    // Only one handler may be installed per process; a second call keeps the first.
-    let _ = ctrlc::set_handler(move || f.store(true, Ordering::SeqCst));
-    flag
+fn provenance() -> Provenance {
+    Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    )
 }
 
-fn check_writable(path: &Path) -> Result<(), Failure> {
-    std::fs::File::create(path)
-        .map(|_| ())
-        .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))
+/// Adds one buffer to the statistics and the CSV; a CSV that fails is dropped
+/// (its rows so far stay in its in-progress file) and the error kept for the end.
+fn add(
+    stats: &mut RunStats,
+    csv: &mut Option<CsvOut>,
+    csv_error: &mut Option<String>,
+    b: &BufferReport,
+) {
+    stats.add(b);
+    if let Some(out) = csv.as_mut() {
+        if let Err(e) = out.row(b) {
+            csv_error.get_or_insert(e);
+            *csv = None;
+        }
+    }
 }
 
-struct Collected {
+/// A running engine and everything collected from it.
+struct Session {
+    engine: Engine,
     stats: RunStats,
     csv: Option<CsvOut>,
     csv_error: Option<String>,
+    provenance: Provenance,
+    events: Vec<Event>,
+    json: Option<PathBuf>,
+    t0: Instant,
+    next_checkpoint: Duration,
+    checkpoint_failed: bool,
 }
 
-impl Collected {
-    fn add(&mut self, b: &xrunlab_engine::BufferReport) {
-        self.stats.add(b);
-        if let Some(csv) = self.csv.as_mut() {
-            if let Err(e) = csv.row(b) {
+impl Session {
+    /// Starts the engine, then the CSV's in-progress file (the rings hold
+    /// the first buffers meanwhile). The paths were checked beforehand.
+    fn start(
+        config: EngineConfig,
+        device: Box<dyn Device>,
+        provenance: Provenance,
+        json: Option<&Path>,
+        csv: Option<&Path>,
+    ) -> Result<Session, Failure> {
+        let threads = config.realtime_threads();
+        let engine = Engine::start(config, device).map_err(start_error)?;
+        let csv = match csv {
+            Some(p) => Some(CsvOut::create(p, threads).map_err(Failure::Runtime)?),
+            None => None,
+        };
+        Ok(Session {
+            engine,
+            stats: RunStats::new(threads),
+            csv,
+            csv_error: None,
+            provenance,
+            events: Vec::new(),
+            json: json.map(Path::to_path_buf),
+            t0: Instant::now(),
+            next_checkpoint: CHECKPOINT_INTERVAL,
+            checkpoint_failed: false,
+        })
+    }
+
+    /// Waits one drain interval, drains, flushes the CSV when due and writes a
+    /// checkpoint when one is due; returns the time since the start.
+    fn tick(&mut self) -> Duration {
+        std::thread::sleep(DRAIN_INTERVAL);
+        let Session {
+            engine,
+            stats,
+            csv,
+            csv_error,
+            ..
+        } = self;
+        engine.drain(|b| add(stats, csv, csv_error, b));
+        if let Some(out) = self.csv.as_mut() {
+            if let Err(e) = out.flush_if_due() {
                 self.csv_error.get_or_insert(e);
                 self.csv = None;
             }
         }
+        let t = self.t0.elapsed();
+        if t >= self.next_checkpoint {
+            self.checkpoint(t);
+            while self.next_checkpoint <= t {
+                self.next_checkpoint += CHECKPOINT_INTERVAL;
+            }
+        }
+        t
     }
+
+    /// Rewrites the JSON (atomically) with everything measured so far.
+    fn checkpoint(&mut self, t: Duration) {
+        let Some(path) = &self.json else {
+            return;
+        };
+        let mut provenance = self.provenance.clone();
+        provenance.finish();
+        let rows = self
+            .csv
+            .as_ref()
+            .map(|c| format!("; the CSV rows so far are in {}", c.partial().display()))
+            .unwrap_or_default();
+        let end = EndOfRun {
+            reason: format!(
+                "checkpoint at {:.1} s: the run was still going; a later checkpoint or the final result replaces this{rows}",
+                t.as_secs_f64()
+            ),
+            ok: true,
+            checkpoint: true,
+        };
+        let result = EngineFacts::read(&self.engine).into_result(
+            self.stats.summary(),
+            provenance,
+            self.events.clone(),
+            end,
+        );
+        if let Err(e) = write_json(path, &result) {
+            // Once: the final write will report the error again if it persists.
+            if !self.checkpoint_failed {
+                eprintln!("warning: checkpoint failed: {e}");
+                self.checkpoint_failed = true;
+            }
+        }
+    }
+
+    fn event(&mut self, t: Duration, kind: &'static str) {
+        self.events.push(Event {
+            t_s: t.as_secs_f64(),
+            kind,
+        });
+    }
+
+    /// Stops the engine (collecting its last buffers), writes the JSON and
+    /// renames the CSV into place, and prints the summary.
+    fn finish(self, reason: String, ok: bool) -> Result<(), Failure> {
+        let Session {
+            engine,
+            mut stats,
+            mut csv,
+            mut csv_error,
+            mut provenance,
+            events,
+            json,
+            ..
+        } = self;
+        let facts = EngineFacts::read(&engine);
+        engine.stop(|b| add(&mut stats, &mut csv, &mut csv_error, b));
+        provenance.finish();
+        let end = EndOfRun {
+            reason: reason.clone(),
+            ok,
+            checkpoint: false,
+        };
+        let result = facts.into_result(stats.summary(), provenance, events, end);
+        let mut errors = Vec::new();
+        if let Some(out) = csv {
+            if let Err(e) = out.finish() {
+                errors.push(e);
+            }
+        }
+        errors.extend(csv_error);
+        if let Some(path) = &json {
+            if let Err(e) = write_json(path, &result) {
+                errors.push(e);
+            }
+        }
+        print!("{}", crate::summary_text::render(&result));
+        if !ok {
+            return Err(Failure::Runtime(reason));
+        }
+        if !errors.is_empty() {
+            return Err(Failure::Runtime(errors.join("; ")));
+        }
+        Ok(())
+    }
+}
+
+/// The worker `--hang-worker` names, checked against the configuration.
+fn hang_worker(args: &RunArgs, config: &EngineConfig) -> Result<Option<usize>, Failure> {
+    let Some(w) = args.hang_worker else {
+        return Ok(None);
+    };
+    let workers = config.worker_threads();
+    if workers == 0 {
+        return Err(Failure::Usage(format!(
+            "invalid value '{w}' for --hang-worker: this configuration has no worker threads \
+             (--threads 1 with the driver processing sines)"
+        )));
+    }
+    if !(1..=workers).contains(&w) {
+        return Err(Failure::Usage(format!(
+            "invalid value '{w}' for --hang-worker: allowed 1..={workers} (the worker threads of this configuration)"
+        )));
+    }
+    Ok(Some(w))
 }
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
@@ -60,47 +234,41 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         .engine
         .to_config(EngineConfig::default())
         .map_err(|e| Failure::Usage(e.0))?;
-    let provenance = Provenance::collect(
-        env!("CARGO_PKG_VERSION"),
-        xrunlab_sys::default_proc_root(),
-        xrunlab_sys::default_sys_root(),
-    );
+    let hang_worker = hang_worker(args, &config)?;
+    let provenance = provenance();
     if let Some(p) = &args.json {
-        check_writable(p)?;
+        files::check_writable("--json", p)?;
     }
-    let csv = match &args.csv {
-        Some(p) => Some(CsvOut::create(p, config.realtime_threads()).map_err(Failure::Runtime)?),
-        None => None,
-    };
+    if let Some(p) = &args.csv {
+        files::check_writable("--csv", p)?;
+    }
     let device = crate::devices::open(args.engine.device, &args.engine, &mut config)
         .map_err(Failure::Runtime)?;
-    let interrupted = interrupt_flag();
-    let expected_threads = config.realtime_threads();
-    let mut engine = Engine::start(config, device).map_err(start_error)?;
-    let mut col = Collected {
-        stats: RunStats::new(expected_threads),
-        csv,
-        csv_error: None,
-    };
-    let mut events = Vec::new();
-    let t0 = Instant::now();
+    let signals = StopSignals::install().map_err(Failure::Runtime)?;
+    let mut session = Session::start(
+        config,
+        device,
+        provenance,
+        args.json.as_deref(),
+        args.csv.as_deref(),
+    )?;
     let mut next_burst = args.burst_every;
     let mut next_stall = args.stall_every;
+    let mut next_hang = args.hang_every;
     let mut next_progress = Duration::from_secs(1);
     let (reason, ok) = loop {
-        std::thread::sleep(DRAIN_INTERVAL);
-        engine.drain(|b| col.add(b));
-        let t = t0.elapsed();
+        let t = session.tick();
+        let engine = &session.engine;
         if let Some(reason) = engine.device_ended() {
             break (
                 format!("device ended: {reason}"),
                 !engine.signals().failed(),
             );
         }
-        if interrupted.load(Ordering::SeqCst) {
+        if let Some(signal) = signals.received() {
             break (
                 format!(
-                    "interrupted after {:.1} s (Ctrl-C); data up to then is kept",
+                    "interrupted by {signal} after {:.1} s; data up to then is kept",
                     t.as_secs_f64()
                 ),
                 true,
@@ -118,42 +286,37 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         if let (Some(at), Some(every)) = (next_burst, args.burst_every) {
             if t >= at {
                 engine.trigger_burst();
-                events.push(Event {
-                    t_s: t.as_secs_f64(),
-                    kind: "burst",
-                });
+                session.event(t, "burst");
                 next_burst = Some(at + every);
             }
         }
         if let (Some(at), Some(every), Some(stall)) = (next_stall, args.stall_every, args.stall) {
             if t >= at {
-                engine.inject_stall(stall.as_nanos() as u64);
-                events.push(Event {
-                    t_s: t.as_secs_f64(),
-                    kind: "stall",
-                });
+                session.engine.inject_stall(stall.as_nanos() as u64);
+                session.event(t, "stall");
                 next_stall = Some(at + every);
+            }
+        }
+        if let (Some(at), Some(every), Some(worker)) = (next_hang, args.hang_every, hang_worker) {
+            if t >= at {
+                session
+                    .engine
+                    .inject_worker_hang(worker, args.hang.as_nanos() as u64);
+                session.event(t, "worker_hang");
+                next_hang = Some(at + every);
             }
         }
         if !args.quiet && t >= next_progress {
             eprintln!(
                 "{:>5.1} s  buffers {}  dropouts {}",
                 t.as_secs_f64(),
-                col.stats.buffers(),
-                col.stats.dropouts()
+                session.stats.buffers(),
+                session.stats.dropouts()
             );
             next_progress += Duration::from_secs(1);
         }
     };
-    finish(
-        engine,
-        col,
-        provenance,
-        events,
-        reason,
-        ok,
-        args.json.as_deref(),
-    )
+    session.finish(reason, ok)
 }
 
 pub fn render(args: &RenderArgs) -> Result<(), Failure> {
@@ -166,13 +329,10 @@ pub fn render(args: &RenderArgs) -> Result<(), Failure> {
             "render writes a file with the offline device; --device does not apply".into(),
         ));
     }
-    let provenance = Provenance::collect(
-        env!("CARGO_PKG_VERSION"),
-        xrunlab_sys::default_proc_root(),
-        xrunlab_sys::default_sys_root(),
-    );
+    let provenance = provenance();
+    files::check_writable("--out", &args.out)?;
     if let Some(p) = &args.json {
-        check_writable(p)?;
+        files::check_writable("--json", p)?;
     }
     let frames = (args.duration.as_secs_f64() * f64::from(config.sample_rate)).round() as u64;
     let device = OfflineDevice::new(
@@ -181,107 +341,28 @@ pub fn render(args: &RenderArgs) -> Result<(), Failure> {
         frames.max(1),
         args.out.clone(),
     );
-    let interrupted = interrupt_flag();
-    let expected_threads = config.realtime_threads();
-    let mut engine = Engine::start(config, Box::new(device)).map_err(start_error)?;
-    let mut col = Collected {
-        stats: RunStats::new(expected_threads),
-        csv: None,
-        csv_error: None,
-    };
+    let signals = StopSignals::install().map_err(Failure::Runtime)?;
+    let mut session = Session::start(
+        config,
+        Box::new(device),
+        provenance,
+        args.json.as_deref(),
+        None,
+    )?;
     let (reason, ok) = loop {
-        std::thread::sleep(DRAIN_INTERVAL);
-        engine.drain(|b| col.add(b));
-        if let Some(reason) = engine.device_ended() {
-            break (reason, !engine.signals().failed());
+        let t = session.tick();
+        if let Some(reason) = session.engine.device_ended() {
+            break (reason, !session.engine.signals().failed());
         }
-        if interrupted.load(Ordering::SeqCst) {
+        if let Some(signal) = signals.received() {
             break (
-                "interrupted (Ctrl-C); the WAV file holds what was rendered".into(),
+                format!(
+                    "interrupted by {signal} after {:.1} s; the WAV file holds what was rendered",
+                    t.as_secs_f64()
+                ),
                 true,
             );
         }
     };
-    finish(
-        engine,
-        col,
-        provenance,
-        Vec::new(),
-        reason,
-        ok,
-        args.json.as_deref(),
-    )
-}
-
-fn finish(
-    engine: Engine,
-    mut col: Collected,
-    mut provenance: Provenance,
-    events: Vec<Event>,
-    reason: String,
-    ok: bool,
-    json: Option<&Path>,
-) -> Result<(), Failure> {
-    let threads = engine.threads();
-    let busy_threads = engine.busy_thread_info();
-    let busy_achieved_duty_pct = engine.busy_achieved_duty().map(|d| d * 100.0);
-    let os_stats = result::os_stats(&threads);
-    let device = engine.device_info();
-    let process = engine.process_rt().clone();
-    let workload = result::workload(&engine);
-    let config = engine.config().clone();
-    let signals = engine.signals();
-    let device_counters = DeviceCounters {
-        server_xruns: signals.xruns(),
-        skipped_periods: signals.skipped_periods(),
-        server_dsp_load_pct: signals.server_load(),
-    };
-    let ring_drops_before_stop = engine.ring_drops();
-    engine.stop(|b| col.add(b));
-    provenance.finish();
-    let warnings = result::warnings(&threads, &busy_threads, &process, &device);
-    let result = RunResult {
-        schema: result::SCHEMA,
-        provenance,
-        preset: config.preset().name(),
-        config,
-        device,
-        workload,
-        scheduling: Scheduling {
-            threads,
-            busy_threads,
-            busy_achieved_duty_pct,
-            process,
-            os_stats,
-            warnings,
-        },
-        summary: col.stats.summary(),
-        device_counters,
-        ring_drops: ring_drops_before_stop,
-        events,
-        end: EndOfRun {
-            reason: reason.clone(),
-            ok,
-        },
-    };
-    let mut errors = Vec::new();
-    if let Some(csv) = col.csv.as_mut() {
-        if let Err(e) = csv.flush() {
-            errors.push(e);
-        }
-    }
-    errors.extend(col.csv_error.take());
-    if let Some(path) = json {
-        if let Err(e) = result::write_json(path, &result) {
-            errors.push(e);
-        }
-    }
-    print!("{}", crate::summary_text::render(&result));
-    if !ok {
-        return Err(Failure::Runtime(reason));
-    }
-    if !errors.is_empty() {
-        return Err(Failure::Runtime(errors.join("; ")));
-    }
-    Ok(())
+    session.finish(reason, ok)
 }

@@ -60,6 +60,18 @@ fn rt_line(r: &RunResult) -> String {
     .join("; ")
 }
 
+/// The driver's spin before it sleeps on the workers, said plainly: a spin is a
+/// minimum load of its own, which must not hide in results.
+fn driver_spin(us: u32) -> String {
+    if us == 0 {
+        "driver spin before sleeping: 0 µs (AudioPerfLab blocks at once)".into()
+    } else {
+        format!(
+            "driver spin before sleeping: {us} µs (busy-waits on the driver's core each buffer; AudioPerfLab blocks at once)"
+        )
+    }
+}
+
 /// The summary as lines of text.
 pub fn render(r: &RunResult) -> String {
     let mut s = String::new();
@@ -122,6 +134,7 @@ pub fn render(r: &RunResult) -> String {
                 .map_or("not measured yet".to_owned(), |d| format!("{d:.1} %"))
         );
     }
+    let _ = writeln!(s, "spin      {}", driver_spin(c.driver_spin_us));
     for t in &r.scheduling.threads {
         let _ = writeln!(
             s,
@@ -139,9 +152,17 @@ pub fn render(r: &RunResult) -> String {
     let dc = &r.device_counters;
     let _ = writeln!(
         s,
-        "buffers   {} ({:.1} s of audio)  dropouts {} (late renders {}, server xruns {}, skipped periods {})  ring drops {}",
-        m.buffers, m.audio_seconds, m.dropouts, m.late_renders, dc.server_xruns, dc.skipped_periods, r.ring_drops
+        "buffers   {} ({:.1} s of audio)  dropouts {} (late renders {}, incomplete renders {}, server xruns {}, skipped periods {})  ring drops {}",
+        m.buffers, m.audio_seconds, m.dropouts, m.late_renders, m.incomplete_renders, dc.server_xruns, dc.skipped_periods, r.ring_drops
     );
+    for t in m.threads.iter().filter(|t| t.unfinished_buffers > 0) {
+        let _ = writeln!(
+            s,
+            "incomplete {}: {} buffers without its part (not finished by the deadline plus a margin, or still busy with an earlier buffer: those are silent)",
+            thread_name(t.index),
+            t.unfinished_buffers
+        );
+    }
     let _ = writeln!(s, "load      {}", pct(&m.load_pct));
     if let Some(server) = &m.server_load_pct {
         let _ = writeln!(

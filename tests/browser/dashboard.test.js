@@ -281,6 +281,18 @@ test('switching preset updates the controls and the engine', async () => {
   assert.equal(config.preset, 'standard');
   assert.equal(config.busy.count, 0);
   assert.equal(await page.inputValue('[id="c-busy.count"]'), '0');
+
+  // A driver spin is no preset's (they block at once, as AudioPerfLab does): it reads back as custom.
+  await page.fill('[id="c-driver_spin_us"]', '200');
+  await page.dispatchEvent('[id="c-driver_spin_us"]', 'change');
+  await page.waitForFunction(() => /** @type {HTMLSelectElement} */ (document.getElementById('preset')).value === 'custom');
+  config = await api('/api/config');
+  assert.equal(config.driver_spin_us, 200);
+  await page.selectOption('#preset', 'standard');
+  await page.waitForFunction(() => /** @type {HTMLInputElement} */ (document.getElementById('c-driver_spin_us')).value === '0');
+  config = await api('/api/config');
+  assert.equal(config.driver_spin_us, 0);
+  assert.equal(config.preset, 'standard');
 });
 
 test('freezing stops the curves while the dropout counter keeps counting', async () => {

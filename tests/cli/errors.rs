@@ -68,6 +68,18 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
         ),
         (&["run", "--busy-duty", "150"], &["--busy-duty", "0..=100"]),
         (&["run", "--priority", "0"], &["--priority", "1..=99"]),
+        (
+            &["run", "--driver-spin", "1001"],
+            &["--driver-spin", "0..=1000"],
+        ),
+        (
+            &["run", "--driver-spin", "-1"],
+            &["--driver-spin", "0..=1000"],
+        ),
+        (
+            &["run", "--hang-worker", "2", "--hang-every", "1s"],
+            &["--hang-worker", "1..=1"],
+        ),
         (&["run", "--cpus", "3-1"], &["--cpus"]),
         (&["run", "--device", "alsa"], &["--device", "sim", "jack"]),
         (&["render"], &["--out"]),

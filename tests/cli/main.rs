@@ -1,6 +1,7 @@
-//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, Ctrl-C, the rendered chord, the benchmark; one test binary.
+//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark; one test binary.
 
 mod errors;
+mod lost;
 mod render;
 mod run;
 

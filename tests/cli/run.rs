@@ -38,6 +38,8 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
         "ring drops",
         "chord     \"apl\" (notes 53 56 60 65, 2058 partials)",
         "AudioPerfLab's one chord per physical core",
+        "driver spin before sleeping: 0 µs (AudioPerfLab blocks at once)",
+        "incomplete renders 0",
     ] {
         assert!(
             stdout.contains(needle),

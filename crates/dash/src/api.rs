@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use xrunlab_engine::config::{
     ChordNotes, BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE,
-    CHUNK_SIZE_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
+    CHUNK_SIZE_RANGE, DRIVER_SPIN_US_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
 };
 use xrunlab_engine::{ConfigError, EngineConfig, Preset};
 
@@ -121,6 +121,11 @@ fn fields() -> Vec<(&'static str, &'static str, String)> {
             "\"processes_sines\" or \"waits_for_workers\"".into(),
         ),
         ("min_load_pct", "min_load", "0..=100 %".into()),
+        (
+            "driver_spin_us",
+            "driver_spin_us",
+            format!("{} us", r(DRIVER_SPIN_US_RANGE)),
+        ),
         (
             "busy",
             "busy",

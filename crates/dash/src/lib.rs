@@ -85,7 +85,44 @@ impl fmt::Display for DashError {
 
 impl std::error::Error for DashError {}
 
-/// Runs the dashboard until Ctrl-C (`Ok`) or until the device fails (`Err(DashError::Device)`),
+/// Installs handlers for SIGINT (Ctrl-C), SIGTERM (`kill`, systemd,
+/// `timeout`, Docker) and SIGHUP (a closed terminal) at once, and returns a
+/// future that completes when one arrives and says which on stderr. Call it
+/// before announcing the URL, so a signal sent right after is caught. A
+/// signal whose handler cannot be installed keeps its default action (it
+/// ends the process), so it is left out rather than waited for forever.
+/// Must be called within the tokio runtime.
+fn stop_signals() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+    let install = |kind: SignalKind, name: &str| match signal(kind) {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            eprintln!("xrunlab dashboard: cannot handle {name}: {e}");
+            None
+        }
+    };
+    async fn arrives(stream: &mut Option<Signal>) {
+        match stream {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    let mut int = install(SignalKind::interrupt(), "SIGINT");
+    let mut term = install(SignalKind::terminate(), "SIGTERM");
+    let mut hup = install(SignalKind::hangup(), "SIGHUP");
+    async move {
+        let name = tokio::select! {
+            () = arrives(&mut int) => "SIGINT (Ctrl-C)",
+            () = arrives(&mut term) => "SIGTERM",
+            () = arrives(&mut hup) => "SIGHUP",
+        };
+        eprintln!("xrunlab dashboard: {name} received, stopping");
+    }
+}
+
+/// Runs the dashboard until SIGINT, SIGTERM or SIGHUP (`Ok`) or until the device fails (`Err(DashError::Device)`),
 /// blocking the calling thread. Prints exactly one line to stdout,
 /// `xrunlab dashboard: http://127.0.0.1:PORT/`, once it listens, and a warning to stderr when
 /// `opts.listen` is not a loopback address. `kinds` are the device kinds `factory` can make.
@@ -103,15 +140,11 @@ pub fn serve(
         .build()
         .map_err(|e| DashError::Runtime(format!("could not start the tokio runtime: {e}")))?;
     let result = runtime.block_on(async move {
+        let stop = stop_signals();
         let running = start(opts, engine, factory, kinds).await?;
         println!("xrunlab dashboard: {}", running.url());
         let _ = std::io::stdout().flush();
-        running
-            .run_until(async {
-                // If the signal handler cannot be installed, Ctrl-C still ends the process the default way.
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
+        running.run_until(stop).await
     });
     // WebSocket tasks end when the engine thread's channel closes; do not wait on stragglers.
     runtime.shutdown_timeout(Duration::from_secs(1));

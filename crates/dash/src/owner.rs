@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
 use xrunlab_engine::config::{
     BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE, CHUNK_SIZE_RANGE,
-    SAMPLE_RATE_RANGE, THREADS_RANGE,
+    DRIVER_SPIN_US_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
 };
 use xrunlab_engine::rt::clock::now_ns;
 use xrunlab_engine::{Engine, EngineConfig, EngineError};
@@ -541,6 +541,7 @@ impl Owner {
                 "busy_period_ms": BUSY_PERIOD_MS_RANGE,
                 "busy_duty_pct": [0, 100],
                 "min_load_pct": [0, 100],
+                "driver_spin_us": DRIVER_SPIN_US_RANGE,
                 "priority": [1, 99],
                 "uclamp_min": [0, 1024],
                 "stall_ms": STALL_MS_RANGE,

@@ -269,6 +269,8 @@ mod tests {
             burst: false,
             late: load > 1.0,
             device_xrun: false,
+            server_xruns: 0,
+            unfinished_workers: 0,
             input_peak: None,
             server_load_pct: None,
             threads: threads

@@ -122,6 +122,7 @@ const GROUPS = [
         options: () => [['processes_sines', 'processes sines'], ['waits_for_workers', 'waits for workers']],
       },
       { kind: 'range', path: 'min_load_pct', label: 'Minimum load', min: 0, max: 100, unit: '%', help: 'Keep audio threads busy (low-energy wait) until this share of the buffer; not shown as load.' },
+      { kind: 'range', path: 'driver_spin_us', label: 'Driver spin', min: 0, max: 1000, unit: 'µs', help: "How long the driver busy-waits for the workers before it sleeps. 0 blocks at once, as AudioPerfLab's driver does; a spin saves a wake-up but is a minimum load of its own." },
     ],
   ],
   [

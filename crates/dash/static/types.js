@@ -127,6 +127,7 @@
  * @property {number} threads
  * @property {'processes_sines'|'waits_for_workers'} driver_mode
  * @property {number} min_load_pct
+ * @property {number} driver_spin_us
  * @property {BusyConfig} busy
  * @property {boolean} work_interval
  * @property {RtConfig} rt

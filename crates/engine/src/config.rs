@@ -38,6 +38,8 @@ pub fn recommended_threads(cpus: Option<&[usize]>) -> usize {
     let cpus = cpus.unwrap_or(allowed);
     xrunlab_sys::cpu::physical_cores(xrunlab_sys::default_sys_root(), cpus).max(1)
 }
+/// How long the driver may spin on the workers before it sleeps, in microseconds.
+pub const DRIVER_SPIN_US_RANGE: (u32, u32) = (0, 1_000);
 
 /// How the driver thread takes part in the render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -183,6 +185,11 @@ pub struct EngineConfig {
     pub driver_mode: DriverMode,
     /// Minimum load in percent of the buffer duration, 0..=100.
     pub min_load_pct: f32,
+    /// How long the driver spins on the workers before it sleeps on the futex,
+    /// in microseconds, 0..=1000. AudioPerfLab's driver blocks at once (0, the
+    /// presets' value); a spin saves a wake-up per buffer but is a minimum
+    /// load of its own on the driver's core, so results report it.
+    pub driver_spin_us: u32,
     /// Busy threads.
     pub busy: BusyConfig,
     /// Work interval: on Linux, audio threads ask for uclamp.min (see [`RtConfig::uclamp_min`]),
@@ -216,6 +223,7 @@ impl Default for EngineConfig {
             threads: chords,
             driver_mode: DriverMode::ProcessesSines,
             min_load_pct: 0.0,
+            driver_spin_us: 0,
             busy: BusyConfig::default(),
             work_interval: true,
             rt: RtConfig::default(),
@@ -341,6 +349,7 @@ impl EngineConfig {
         check_range("chunk_size", self.chunk_size, CHUNK_SIZE_RANGE)?;
         check_range("threads", self.threads, THREADS_RANGE)?;
         check_pct("min_load", self.min_load_pct, 0.0)?;
+        check_range("driver_spin_us", self.driver_spin_us, DRIVER_SPIN_US_RANGE)?;
         check_range("busy_threads", self.busy.count, BUSY_COUNT_RANGE)?;
         check_range("busy_period_ms", self.busy.period_ms, BUSY_PERIOD_MS_RANGE)?;
         check_pct("busy_duty", self.busy.duty_pct, 0.0)?;
@@ -407,6 +416,7 @@ impl EngineConfig {
                 self.driver_mode = DriverMode::ProcessesSines;
                 self.work_interval = true;
                 self.min_load_pct = 0.0;
+                self.driver_spin_us = 0;
                 self.busy.count = 0;
             }
             Preset::Optimal => {
@@ -414,6 +424,7 @@ impl EngineConfig {
                 self.driver_mode = DriverMode::WaitsForWorkers;
                 self.work_interval = false;
                 self.min_load_pct = 0.0;
+                self.driver_spin_us = 0;
                 self.busy = BusyConfig {
                     count: 1,
                     period_ms: 35,
@@ -426,7 +437,9 @@ impl EngineConfig {
 
     /// Which preset the settings match; anything else is [`Preset::Custom`].
     pub fn preset(&self) -> Preset {
-        let common = self.threads == self.recommended_threads() && self.min_load_pct == 0.0;
+        let common = self.threads == self.recommended_threads()
+            && self.min_load_pct == 0.0
+            && self.driver_spin_us == 0;
         if common
             && self.driver_mode == DriverMode::ProcessesSines
             && self.work_interval
@@ -519,6 +532,20 @@ mod tests {
         assert_eq!(c.preset(), Preset::Custom);
         c.apply_preset(Preset::Custom);
         assert_eq!(c.min_load_pct, 10.0, "custom changes nothing");
+        c.apply_preset(Preset::Standard);
+        c.driver_spin_us = 50;
+        assert_eq!(
+            c.preset(),
+            Preset::Custom,
+            "a driver spin is not a preset's"
+        );
+        c.apply_preset(Preset::Optimal);
+        assert_eq!(
+            (c.driver_spin_us, c.preset()),
+            (0, Preset::Optimal),
+            "presets block at once, as AudioPerfLab's driver does"
+        );
+        assert_eq!(EngineConfig::default().driver_spin_us, 0);
     }
 
     #[test]
@@ -546,6 +573,11 @@ mod tests {
                 "0..=100",
             ),
             (Box::new(|c| c.busy.count = 5), "busy_threads", "0..=4"),
+            (
+                Box::new(|c| c.driver_spin_us = 1_001),
+                "driver_spin_us",
+                "0..=1000",
+            ),
             (
                 Box::new(|c| c.busy.period_ms = 4),
                 "busy_period_ms",
@@ -600,6 +632,7 @@ mod tests {
         b.sines = 500;
         b.min_load_pct = 30.0;
         b.busy.count = 2;
+        b.driver_spin_us = 200;
         assert!(!a.needs_restart(&b));
         b.threads = 3;
         assert!(a.needs_restart(&b));

@@ -136,6 +136,8 @@ pub struct Engine {
     audio: Option<Audio>,
     epoch: u32,
     drops_before: u64,
+    /// Server xrun times not yet attributed to a buffer (none was drained since).
+    pending_xruns: Vec<u64>,
 }
 
 impl Engine {
@@ -171,6 +173,7 @@ impl Engine {
             audio: None,
             epoch: 0,
             drops_before: 0,
+            pending_xruns: Vec::new(),
         };
         engine.start_audio()?;
         Ok(engine)
@@ -342,11 +345,18 @@ impl Engine {
 
     /// Moves every complete buffer out of the rings into `sink`, in order;
     /// returns how many. Call it often (the rings hold about 10 s at 128 frames).
+    ///
+    /// Server xruns are attributed to the last drained buffer that started at
+    /// or before the xrun was noted; one noted before every buffer of this
+    /// drain goes to its first buffer (the buffer it belongs to was delivered
+    /// already); one noted while no buffer is waiting is kept until the next
+    /// drain that has a buffer. So every xrun is counted in some buffer's
+    /// `server_xruns` unless the engine stops first.
     pub fn drain(&mut self, mut sink: impl FnMut(&BufferReport)) -> usize {
+        self.pending_xruns.extend(self.signals.take_xrun_times());
         let Some(audio) = self.audio.as_mut() else {
             return 0;
         };
-        let xruns = self.signals.take_xrun_times();
         let rate = self.info.sample_rate;
         let server_load_pct = self.signals.server_load();
         let mut batch: Vec<BufferReport> = Vec::new();
@@ -388,17 +398,21 @@ impl Engine {
                 burst: b.burst,
                 late: b.late,
                 device_xrun: false,
+                server_xruns: 0,
+                unfinished_workers: b.unfinished_workers,
                 input_peak: b.input_peak,
                 server_load_pct,
                 threads,
             });
         }
-        // A server xrun is attributed to the last buffer that started before it was reported.
-        for t in xruns {
-            if let Some(b) = batch.iter_mut().rev().find(|b| b.period_start_ns <= t) {
-                b.device_xrun = true;
-            } else if let Some(b) = batch.first_mut() {
-                b.device_xrun = true;
+        if !batch.is_empty() {
+            for t in self.pending_xruns.drain(..) {
+                let i = batch
+                    .iter()
+                    .rposition(|b| b.period_start_ns <= t)
+                    .unwrap_or(0);
+                batch[i].server_xruns = batch[i].server_xruns.saturating_add(1);
+                batch[i].device_xrun = true;
             }
         }
         for b in &batch {
@@ -415,6 +429,13 @@ impl Engine {
     /// Makes the next buffer's render busy-wait for `ns` first (fault injection).
     pub fn inject_stall(&self, ns: u64) {
         self.controls.inject_stall(ns);
+    }
+
+    /// Makes worker `worker` (thread index, 1..) hang for `ns` inside its next
+    /// cycle while holding a chunk (fault injection); see
+    /// [`LiveControls::inject_worker_hang`].
+    pub fn inject_worker_hang(&self, worker: usize, ns: u64) {
+        self.controls.inject_worker_hang(worker, ns);
     }
 
     /// The settings in force (rate and buffer as the device gave them).

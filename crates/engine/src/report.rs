@@ -64,6 +64,12 @@ pub struct BufferReport {
     pub late: bool,
     /// The device reported an xrun during this buffer.
     pub device_xrun: bool,
+    /// Server xruns attributed to this buffer (`device_xrun` is `server_xruns > 0`).
+    pub server_xruns: u32,
+    /// Workers that had not finished their part when the driver stopped
+    /// waiting (bit `i` = worker thread `i + 1`), so the output lacks it; see
+    /// [`BufferReport::unfinished_threads`].
+    pub unfinished_workers: u64,
     /// Input peak when input is on.
     pub input_peak: Option<f32>,
     /// The server's own DSP load in percent (its smoothed average, sampled
@@ -84,9 +90,23 @@ impl BufferReport {
         self.render_end_ns.saturating_sub(self.render_start_ns) as f64 / self.buffer_ns().max(1.0)
     }
 
-    /// Late render or device xrun.
+    /// Late render, incomplete render or device xrun.
     pub fn dropout(&self) -> bool {
-        self.late || self.device_xrun
+        self.late || self.device_xrun || self.incomplete()
+    }
+
+    /// Part of the output is missing: a worker did not finish in time (or
+    /// was still busy with an earlier buffer, which makes this one silent).
+    pub fn incomplete(&self) -> bool {
+        self.unfinished_workers != 0
+    }
+
+    /// Thread indexes (as in [`ThreadReport::index`]) of the workers that did not finish.
+    pub fn unfinished_threads(&self) -> impl Iterator<Item = usize> {
+        let mask = self.unfinished_workers;
+        (0..64usize)
+            .filter(move |i| mask & (1u64 << i) != 0)
+            .map(|i| i + 1)
     }
 
     /// Period start to driver running, in ns.

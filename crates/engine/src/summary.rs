@@ -20,21 +20,35 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
-    /// Percentiles of `samples` (nearest-rank). Sorts the slice.
+    /// Percentiles of `samples` (nearest-rank). Reorders the slice. Linear
+    /// time (selection, not a sort), so that a checkpoint of a long run stays
+    /// cheap for the thread that also drains the rings.
     pub fn of(samples: &mut [f64]) -> Percentiles {
         if samples.is_empty() {
             return Percentiles::default();
         }
-        samples.sort_by(f64::total_cmp);
-        let rank = |p: f64| {
-            samples[((p * samples.len() as f64).ceil() as usize).clamp(1, samples.len()) - 1]
-        };
+        let n = samples.len();
+        let rank = |p: f64| ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+        let (i50, i99) = (rank(0.50), rank(0.99));
+        let mean = samples.iter().sum::<f64>() / n as f64;
+        let max = samples.iter().copied().fold(f64::NEG_INFINITY, |m, v| {
+            if v.total_cmp(&m).is_gt() {
+                v
+            } else {
+                m
+            }
+        });
+        let p99 = *samples.select_nth_unstable_by(i99, f64::total_cmp).1;
+        // Everything before i99 is now at most p99, so the median is among them.
+        let p50 = *samples[..=i99]
+            .select_nth_unstable_by(i50, f64::total_cmp)
+            .1;
         Percentiles {
-            count: samples.len(),
-            p50: rank(0.50),
-            p99: rank(0.99),
-            max: samples[samples.len() - 1],
-            mean: samples.iter().sum::<f64>() / samples.len() as f64,
+            count: n,
+            p50,
+            p99,
+            max,
+            mean,
         }
     }
 }
@@ -58,6 +72,9 @@ pub struct ThreadSummary {
     pub wake_latency_us: Percentiles,
     /// Thread CPU time for the real work, in milliseconds over the run.
     pub cpu_time_ms: f64,
+    /// Buffers this worker had not finished its part of when the driver
+    /// stopped waiting (or was still busy with an earlier one).
+    pub unfinished_buffers: u64,
 }
 
 /// Everything the run summary shows.
@@ -65,12 +82,18 @@ pub struct ThreadSummary {
 pub struct Summary {
     /// Buffers rendered.
     pub buffers: u64,
-    /// Buffers that were a dropout (late render or device xrun).
+    /// Buffers that were a dropout (late render, incomplete render or device xrun).
     pub dropouts: u64,
     /// Renders that ended after their deadline.
     pub late_renders: u64,
+    /// Renders that lack a worker's part: the worker had not finished by the
+    /// deadline plus a margin, or was still busy with an earlier buffer (the
+    /// buffer is then silent). `threads[].unfinished_buffers` names the workers.
+    pub incomplete_renders: u64,
     /// Buffers marked with a device (server) xrun.
     pub buffers_with_device_xrun: u64,
+    /// Server xruns attributed to the buffers (several may fall in one buffer).
+    pub server_xruns: u64,
     /// Render duration in percent of the buffer duration.
     pub load_pct: Percentiles,
     /// Driver wake-up latency (period start to driver running), microseconds.
@@ -79,7 +102,8 @@ pub struct Summary {
     pub worker_wake_latency_us: Percentiles,
     /// Per-thread figures, driver first.
     pub threads: Vec<ThreadSummary>,
-    /// Buffers whose thread records did not all arrive (a ring was full).
+    /// Buffers whose thread records did not all arrive although every thread
+    /// finished (a ring was full); incomplete renders are counted apart.
     pub incomplete_buffers: u64,
     /// Peak input level when input was on.
     pub input_peak: Option<f32>,
@@ -102,6 +126,7 @@ struct ThreadAcc {
     migrations: u64,
     wake_us: Vec<f64>,
     cpu_ns: u64,
+    unfinished: u64,
 }
 
 /// Accumulates [`BufferReport`]s.
@@ -110,7 +135,9 @@ pub struct RunStats {
     buffers: u64,
     dropouts: u64,
     late: u64,
+    incomplete_renders: u64,
     device_xruns: u64,
+    server_xruns: u64,
     incomplete: u64,
     loads: Vec<f64>,
     driver_wake_us: Vec<f64>,
@@ -139,13 +166,20 @@ impl RunStats {
         self.dropouts += u64::from(b.dropout());
         self.late += u64::from(b.late);
         self.device_xruns += u64::from(b.device_xrun);
+        self.server_xruns += u64::from(b.server_xruns);
+        if b.incomplete() {
+            self.incomplete_renders += 1;
+            for index in b.unfinished_threads() {
+                self.threads.entry(index).or_default().unfinished += 1;
+            }
+        }
         self.burst_buffers += u64::from(b.burst);
         self.audio_ns += b.buffer_ns();
         self.loads.push(b.load() * 100.0);
         self.driver_wake_us
             .push(b.driver_wake_latency_ns() as f64 / 1e3);
         self.total_active += u64::from(b.active_sines);
-        if b.threads.len() < self.expected_threads {
+        if b.threads.len() < self.expected_threads && !b.incomplete() {
             self.incomplete += 1;
         }
         if let Some(l) = b.server_load_pct {
@@ -192,6 +226,11 @@ impl RunStats {
         self.dropouts
     }
 
+    /// Incomplete renders so far.
+    pub fn incomplete_renders(&self) -> u64 {
+        self.incomplete_renders
+    }
+
     /// The summary of everything added (the accumulated samples are kept).
     pub fn summary(&self) -> Summary {
         let total_sines: u64 = self.threads.values().map(|t| t.sines).sum();
@@ -211,13 +250,16 @@ impl RunStats {
                 observed_migrations: t.migrations,
                 wake_latency_us: Percentiles::of(&mut t.wake_us.clone()),
                 cpu_time_ms: t.cpu_ns as f64 / 1e6,
+                unfinished_buffers: t.unfinished,
             })
             .collect();
         Summary {
             buffers: self.buffers,
             dropouts: self.dropouts,
             late_renders: self.late,
+            incomplete_renders: self.incomplete_renders,
             buffers_with_device_xrun: self.device_xruns,
+            server_xruns: self.server_xruns,
             load_pct: Percentiles::of(&mut self.loads.clone()),
             driver_wake_latency_us: Percentiles::of(&mut self.driver_wake_us.clone()),
             worker_wake_latency_us: Percentiles::of(&mut self.worker_wake_us.clone()),
@@ -247,5 +289,11 @@ mod tests {
         let p = Percentiles::of(&mut v);
         assert_eq!((p.p50, p.p99, p.max, p.count), (50.0, 99.0, 100.0, 100));
         assert_eq!(Percentiles::of(&mut []), Percentiles::default());
+        // Shuffled input (a fixed permutation: 37 is coprime with 1000) gives the same ranks.
+        let mut v: Vec<f64> = (0..1000u32).map(|i| f64::from(i * 37 % 1000)).collect();
+        let p = Percentiles::of(&mut v);
+        assert_eq!((p.p50, p.p99, p.max, p.mean), (499.0, 989.0, 999.0, 499.5));
+        let p = Percentiles::of(&mut [7.0]);
+        assert_eq!((p.p50, p.p99, p.max), (7.0, 7.0, 7.0));
     }
 }

@@ -435,6 +435,58 @@ fn an_overload_produces_counted_server_xruns_and_late_renders() {
 }
 
 #[test]
+fn a_hung_worker_does_not_block_the_process_callback() {
+    let _turn = take_turn();
+    let server = TestServer::start(128);
+    let mut c = config(400);
+    c.threads = 3;
+    // Small chunks: the hung worker is sure to hold one when it hangs.
+    c.chunk_size = 16;
+    let mut engine = start(&server, server.options(), c);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut reports = drain(&mut engine);
+    // 200 ms: 75 JACK cycles of 2.67 ms; a process callback blocked that
+    // long would stall the server's whole graph.
+    engine.inject_worker_hang(2, 200_000_000);
+    std::thread::sleep(Duration::from_millis(800));
+    reports.extend(drain(&mut engine));
+    let ended = engine.device_ended();
+    let reports = within(Duration::from_secs(10), "stop", move || {
+        engine.stop(|b| reports.push(b.clone()));
+        reports
+    });
+    assert_eq!(ended, None, "the client stayed in the graph");
+    let incomplete: Vec<&BufferReport> = reports.iter().filter(|b| b.incomplete()).collect();
+    assert!(
+        incomplete
+            .iter()
+            .all(|b| b.unfinished_threads().collect::<Vec<_>>() == [2]),
+        "every incomplete buffer names worker 2"
+    );
+    // JACK kept calling the client through the hang, each callback returning at once.
+    assert!(
+        incomplete.len() >= 30,
+        "callbacks during the 200 ms hang: {}",
+        incomplete.len()
+    );
+    let on_time = incomplete.iter().filter(|b| !b.late).count();
+    assert!(
+        on_time >= 25,
+        "the callbacks while the worker hangs are on time: {on_time} of {}",
+        incomplete.len()
+    );
+    let last = incomplete.last().unwrap().seq;
+    let recovered = reports
+        .iter()
+        .filter(|b| b.seq > last && !b.incomplete() && b.threads.len() == 3)
+        .count();
+    assert!(
+        recovered > 50,
+        "complete buffers after the hang: {recovered}"
+    );
+}
+
+#[test]
 fn killing_the_server_ends_the_run_cleanly_and_keeps_the_data() {
     let _turn = take_turn();
     let server = TestServer::start(128);

@@ -1,11 +1,26 @@
 //! The offline device: renders as fast as possible into a 32-bit float stereo WAV file; its own (non-real-time) render thread is the driver thread.
+//!
+//! The samples go to `FILE.PID.partial` beside the target, whose header is
+//! brought up to date every second (so a killed render leaves a readable WAV
+//! of what was rendered until then), and the file is renamed to `FILE` when
+//! the render ends: an earlier `FILE` is never destroyed by a render that dies.
 
 use super::{Device, DeviceError, DeviceInfo, DeviceSignals, DeviceThread};
 use crate::rt::clock::now_ns;
 use crate::rt::driver::{Cycle, Renderer};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+/// How often the in-progress WAV's header is updated and its samples flushed.
+const FLUSH_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// The in-progress file of a WAV bound for `target`.
+fn partial_path(target: &Path) -> PathBuf {
+    let mut name = target.as_os_str().to_owned();
+    name.push(format!(".{}.partial", std::process::id()));
+    PathBuf::from(name)
+}
 
 /// Renders a fixed number of frames to a WAV file, then ends.
 pub struct OfflineDevice {
@@ -67,8 +82,9 @@ impl Device for OfflineDevice {
             bits_per_sample: 32,
             sample_format: hound::SampleFormat::Float,
         };
-        let mut writer = hound::WavWriter::create(&self.path, spec)
-            .map_err(|e| DeviceError(format!("cannot create {}: {e}", self.path.display())))?;
+        let partial = partial_path(&self.path);
+        let mut writer = hound::WavWriter::create(&partial, spec)
+            .map_err(|e| DeviceError(format!("cannot create {}: {e}", partial.display())))?;
         let (frames, total, rate) = (
             self.buffer_frames as usize,
             self.total_frames,
@@ -80,6 +96,7 @@ impl Device for OfflineDevice {
             let mut l = vec![0.0f32; frames];
             let mut r = vec![0.0f32; frames];
             let t0 = now_ns();
+            let mut last_flush = t0;
             let mut done: u64 = 0;
             let mut error = None;
             while done < total && !stop_thread.load(Ordering::Acquire) {
@@ -106,12 +123,24 @@ impl Device for OfflineDevice {
                     break;
                 }
                 done += n as u64;
-            }
-            let finished = writer.finalize().map_err(|e| e.to_string());
-            match (error, finished) {
-                (Some(e), _) | (None, Err(e)) => {
-                    signals.fail(format!("writing {} failed: {e}", path.display()))
+                if now_ns().saturating_sub(last_flush) >= FLUSH_INTERVAL_NS {
+                    last_flush = now_ns();
+                    if let Err(e) = writer.flush() {
+                        error = Some(e.to_string());
+                        break;
+                    }
                 }
+            }
+            let finished = writer
+                .finalize()
+                .map_err(|e| e.to_string())
+                .and_then(|()| std::fs::rename(&partial, &path).map_err(|e| e.to_string()));
+            match (error, finished) {
+                (Some(e), _) | (None, Err(e)) => signals.fail(format!(
+                    "writing {} failed: {e}; what was rendered is in {}",
+                    path.display(),
+                    partial.display()
+                )),
                 (None, Ok(())) => {
                     signals.end(format!("rendered {done} frames to {}", path.display()))
                 }

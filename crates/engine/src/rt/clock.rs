@@ -56,8 +56,9 @@ pub fn spin_until(until_ns: u64) {
 }
 
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (absolute, so the
-/// schedule never drifts). Only the simulated device's clock thread uses it:
-/// it stands in for the hardware interrupt that wakes a real driver thread.
+/// schedule never drifts). The simulated device's clock thread uses it to
+/// stand in for the hardware interrupt that wakes a real driver thread; a
+/// worker uses it only when a hang is injected (fault injection).
 pub fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec {
         tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,

@@ -1,12 +1,13 @@
 //! Live controls: settings the control thread changes while audio runs, read once per buffer by the driver through atomics.
 
 use crate::config::EngineConfig;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize};
 use xrunlab_dsp::Kernel;
 
 /// Settings that apply without restarting audio. Written by control threads,
 /// read by the driver at the start of each buffer; each field is independent,
-/// so relaxed ordering is enough.
+/// so relaxed ordering is enough (the injected hang's pair is the exception).
 #[derive(Debug, Default)]
 pub struct LiveControls {
     sines: AtomicUsize,
@@ -16,6 +17,10 @@ pub struct LiveControls {
     kernel: AtomicU8,
     chunk_size: AtomicUsize,
     stall_ns: AtomicU64,
+    driver_spin_ns: AtomicU64,
+    /// Worker (1..) to hang in the next cycle; 0 = none.
+    hang_worker: AtomicUsize,
+    hang_ns: AtomicU64,
 }
 
 /// One buffer's view of the controls.
@@ -27,6 +32,7 @@ pub(crate) struct ControlSnapshot {
     pub min_load: f64,
     pub kernel: Kernel,
     pub chunk_size: usize,
+    pub driver_spin_ns: u64,
 }
 
 impl LiveControls {
@@ -48,6 +54,8 @@ impl LiveControls {
         self.kernel
             .store(matches!(config.kernel, Kernel::Fast) as u8, Relaxed);
         self.chunk_size.store(config.chunk_size.max(1), Relaxed);
+        self.driver_spin_ns
+            .store(u64::from(config.driver_spin_us) * 1_000, Relaxed);
     }
 
     /// Starts a burst, or restarts its countdown if one is running.
@@ -70,6 +78,29 @@ impl LiveControls {
         }
     }
 
+    /// Fault injection for tests and experiments: in the next cycle, worker
+    /// `worker` (1 = the first worker thread) hangs for `ns` nanoseconds while
+    /// it holds a chunk, as a thread that is descheduled or blocked would. The
+    /// driver stops waiting for it at the buffer's deadline plus a margin and
+    /// marks the buffers it misses as incomplete. A worker number the engine
+    /// does not have is ignored.
+    pub fn inject_worker_hang(&self, worker: usize, ns: u64) {
+        self.hang_ns.store(ns, Relaxed);
+        // Release/Acquire: the driver that takes the worker sees its duration.
+        self.hang_worker.store(worker, Release);
+    }
+
+    /// The pending worker hang, if any, taken so it happens once.
+    #[inline]
+    pub(crate) fn take_worker_hang(&self) -> Option<(usize, u64)> {
+        if self.hang_worker.load(Relaxed) == 0 {
+            return None;
+        }
+        let worker = self.hang_worker.swap(0, Acquire);
+        let ns = self.hang_ns.load(Relaxed);
+        (worker > 0 && ns > 0).then_some((worker, ns))
+    }
+
     #[inline]
     pub(crate) fn snapshot(&self) -> ControlSnapshot {
         ControlSnapshot {
@@ -83,6 +114,7 @@ impl LiveControls {
                 Kernel::Reference
             },
             chunk_size: self.chunk_size.load(Relaxed).max(1),
+            driver_spin_ns: self.driver_spin_ns.load(Relaxed),
         }
     }
 }

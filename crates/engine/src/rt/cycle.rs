@@ -1,17 +1,39 @@
 //! State shared by the driver and the workers, and the chunk-claiming loop both run; used on audio threads.
 //!
 //! The cycle protocol, which every `unsafe` block below relies on:
-//! 1. Between cycles (`remaining == 0`) only the driver touches the cycle
-//!    parameters, the partials' targets and the scratch buffers.
-//! 2. The driver publishes a cycle by storing its parameters, then
-//!    `generation.fetch_add(Release)`; workers read `generation` with Acquire.
+//! 1. A cycle is over when every worker's slot holds the cycle's generation
+//!    in `done` (read with Acquire). Between cycles only the driver touches
+//!    the cycle parameters, the partials (phases, amplitudes, targets) and
+//!    the slots.
+//! 2. The driver publishes a cycle only between cycles: it stores the
+//!    parameters, adds the workers to `remaining`, then
+//!    `generation.fetch_add(Release)`; workers read `generation` with
+//!    Acquire. So a worker is never more than one generation behind, and a
+//!    worker still in an old cycle never sees the parameters change under it.
 //! 3. During a cycle, partial ranges are handed out by `next_chunk.fetch_add`,
 //!    so no two threads ever touch the same partial; each thread writes only
 //!    its own scratch slot.
-//! 4. A worker finishes with `remaining.fetch_sub(AcqRel)`; the driver reads
-//!    `remaining == 0` with Acquire before it reads any scratch slot.
+//! 4. A worker finishes by storing the cycle's generation in its slot's
+//!    `done` (Release); after that it touches no partial and no slot until the
+//!    next generation. Only then does it decrement `remaining`, the futex word
+//!    the driver sleeps on, and the thread that brings it to 0 wakes the
+//!    driver. `remaining` only decides who wakes the driver, never who may
+//!    touch what: the driver adds to it (never stores), so a late worker's
+//!    decrement still owed from an earlier cycle keeps the count right.
+//! 5. The driver's wait is bounded (see `driver.rs`). When workers have not
+//!    finished by the bound, the driver closes the cycle (`next_chunk` jumps
+//!    to [`CLOSED`], so no further chunk can be claimed) and mixes only the
+//!    slots whose `done` holds this generation. A slot that is not done is
+//!    never read: its worker may still be writing it, and a chunk of partials
+//!    it claimed. By step 1 the cycle is not over, so until the late worker
+//!    finishes the driver publishes nothing and touches no partial, target,
+//!    parameter or slot: it outputs silence and names the workers not done.
+//!    Every access of the late worker stays exclusive, and the next cycle
+//!    starts only once it is out.
+//! 6. To stop, the control thread stops the device (no more driver calls),
+//!    sets `stop` and bumps `generation`; workers leave when they see it.
 
-use super::clock::{current_cpu, now_ns, thread_cpu_ns};
+use super::clock::{current_cpu, now_ns, sleep_until, thread_cpu_ns};
 use super::records::ThreadRecord;
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -21,7 +43,16 @@ use xrunlab_dsp::{Chord, Kernel, PartialBank, PartialsMut};
 pub(crate) struct Slot {
     left: UnsafeCell<Box<[f32]>>,
     right: UnsafeCell<Box<[f32]>>,
+    /// Generation of the last cycle this slot's thread finished (protocol step 4).
+    done: AtomicU32,
 }
+
+/// `next_chunk` of a cycle the driver gave up waiting for: every later claim
+/// lands past any partial count, however it is multiplied by the chunk size.
+const CLOSED: usize = usize::MAX / 2;
+
+/// `hang_slot` when no worker is to hang.
+const NO_SLOT: usize = usize::MAX;
 
 /// Raw views of the partial bank's arrays; the bank itself never moves its heap buffers.
 struct BankPtrs {
@@ -38,7 +69,9 @@ struct BankPtrs {
 pub(crate) struct CycleShared {
     /// Futex word: bumped to start a cycle or to stop.
     pub generation: AtomicU32,
-    /// Futex word: workers still busy with the current cycle.
+    /// Futex word the driver sleeps on: workers that have not yet left their
+    /// cycle (protocol step 4; it decides who wakes the driver, not who may
+    /// touch what).
     pub remaining: AtomicU32,
     pub next_chunk: AtomicUsize,
     pub stop: AtomicBool,
@@ -50,6 +83,10 @@ pub(crate) struct CycleShared {
     pub kernel: AtomicU8,
     pub period_start_ns: AtomicU64,
     pub pad_until_ns: AtomicU64,
+    /// Fault injection for this cycle: the slot whose worker hangs, or [`NO_SLOT`].
+    hang_slot: AtomicUsize,
+    /// How long that worker hangs, in ns.
+    hang_ns: AtomicU64,
     pub coeff: f32,
     slots: Box<[Slot]>,
     bank: BankPtrs,
@@ -89,6 +126,7 @@ impl CycleShared {
             .map(|_| Slot {
                 left: UnsafeCell::new(vec![0.0; max_frames].into_boxed_slice()),
                 right: UnsafeCell::new(vec![0.0; max_frames].into_boxed_slice()),
+                done: AtomicU32::new(0),
             })
             .collect();
         Self {
@@ -104,6 +142,8 @@ impl CycleShared {
             kernel: AtomicU8::new(0),
             period_start_ns: AtomicU64::new(0),
             pad_until_ns: AtomicU64::new(0),
+            hang_slot: AtomicUsize::new(NO_SLOT),
+            hang_ns: AtomicU64::new(0),
             coeff: xrunlab_dsp::smoothing_coeff(chord.sample_rate()),
             slots,
             bank: ptrs,
@@ -181,6 +221,11 @@ impl CycleShared {
         } else {
             Kernel::Reference
         };
+        let mut hang_ns = if self.hang_slot.load(Ordering::Relaxed) == slot {
+            self.hang_ns.load(Ordering::Relaxed)
+        } else {
+            0
+        };
         let mut work = Work::default();
         loop {
             let start = self
@@ -190,26 +235,105 @@ impl CycleShared {
             if start >= limit {
                 break;
             }
+            if hang_ns > 0 {
+                // Fault injection: hang while holding a chunk, the worst case
+                // for the protocol (step 5), then render it as usual.
+                sleep_until(now_ns().saturating_add(hang_ns));
+                hang_ns = 0;
+            }
             let end = start.saturating_add(chunk).min(limit);
-            // SAFETY: fetch_add handed this range to us alone (protocol step 3).
+            // SAFETY: fetch_add handed this range to us alone (protocol step
+            // 3); once the driver closed the cycle no claim reaches this
+            // point (step 5), and no new cycle resets the counter while we
+            // are still in this one (step 2).
             let view = unsafe { self.view(start, end) };
             let stats = xrunlab_dsp::render(kernel, view, self.coeff, left, right);
             work.computed += stats.computed;
             work.sines += end.min(active).saturating_sub(start) as u32;
             work.chunks += 1;
         }
+        if hang_ns > 0 {
+            // No chunk was left for this worker: hang before finishing instead.
+            sleep_until(now_ns().saturating_add(hang_ns));
+        }
         work
     }
 
-    /// Adds every slot's first `frames` frames into `out_l` / `out_r` (which are overwritten).
+    /// Sets (or clears, with `None`) the worker slot that hangs for `ns` in the next cycle.
     ///
     /// # Safety
-    /// Driver only, after `remaining` reached 0 (protocol step 4).
-    pub(crate) unsafe fn mix(&self, out_l: &mut [f32], out_r: &mut [f32]) {
+    /// Driver only, between cycles (protocol step 1).
+    pub(crate) unsafe fn set_hang(&self, hang: Option<(usize, u64)>) {
+        let (slot, ns) = hang.unwrap_or((NO_SLOT, 0));
+        self.hang_slot.store(slot, Ordering::Relaxed);
+        self.hang_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Marks `slot` finished with cycle `generation` and leaves the cycle
+    /// (protocol step 4); the last thread out wakes the driver. After this
+    /// call the caller must not touch the slot or any partial until the next
+    /// generation.
+    #[inline]
+    pub(crate) fn finish(&self, slot: usize, generation: u32) {
+        if let Some(s) = self.slots.get(slot) {
+            s.done.store(generation, Ordering::Release);
+        }
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            super::futex::wake_all(&self.remaining);
+        }
+    }
+
+    /// Marks the driver's own slot finished with `generation` (it never leaves through `remaining`).
+    #[inline]
+    pub(crate) fn finish_driver_slot(&self, slot: usize, generation: u32) {
+        if let Some(s) = self.slots.get(slot) {
+            s.done.store(generation, Ordering::Release);
+        }
+    }
+
+    /// The worker slots `first..first + count` that have not finished cycle
+    /// `generation`, as a mask with bit `i` for slot `first + i` (`count` is
+    /// at most 64: see `MAX_WORKERS` in `driver.rs`). The Acquire loads make a
+    /// finished thread's writes visible (protocol steps 1 and 4).
+    #[inline]
+    pub(crate) fn unfinished(&self, first: usize, count: usize, generation: u32) -> u64 {
+        let mut mask = 0u64;
+        for i in 0..count.min(64) {
+            let done = match self.slots.get(first + i) {
+                Some(s) => s.done.load(Ordering::Acquire) == generation,
+                None => true,
+            };
+            if !done {
+                mask |= 1 << i;
+            }
+        }
+        mask
+    }
+
+    /// Closes the current cycle: no chunk can be claimed from now on (protocol step 5).
+    #[inline]
+    pub(crate) fn close_cycle(&self) {
+        self.next_chunk.store(CLOSED, Ordering::Relaxed);
+    }
+
+    /// Adds the first `frames` frames of every slot that finished cycle
+    /// `generation` into `out_l` / `out_r` (which are overwritten); slots that
+    /// did not finish are left alone (protocol step 5).
+    ///
+    /// # Safety
+    /// Driver only, after publishing cycle `generation` and ending its wait.
+    pub(crate) unsafe fn mix(&self, generation: u32, out_l: &mut [f32], out_r: &mut [f32]) {
         out_l.fill(0.0);
         out_r.fill(0.0);
         for s in self.slots.iter() {
-            // SAFETY: all threads are done with their slots (caller's contract).
+            // Acquire: pairs with the Release store in `finish`, so everything
+            // that thread wrote to its slot in this cycle is visible.
+            if s.done.load(Ordering::Acquire) != generation {
+                continue;
+            }
+            // SAFETY: the slot's thread finished this cycle (checked just
+            // above) and writes it again only in a later cycle, which the
+            // caller publishes after this call (protocol steps 4 and 5).
             let (l, r) = unsafe { (&*s.left.get(), &*s.right.get()) };
             for (o, v) in out_l.iter_mut().zip(l.iter()) {
                 *o += *v;

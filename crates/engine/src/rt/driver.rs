@@ -13,8 +13,21 @@ use std::sync::Arc;
 /// count drops: the smoother needs 0.1 s * ln(0.0425 / 1e-5) = 0.84 s to bring
 /// the loudest partial below the silence threshold.
 const FADE_SECONDS: f64 = 1.2;
-/// How long the driver spins on the workers before it sleeps on the futex.
-const DRIVER_SPIN_NS: u64 = 50_000;
+/// The driver waits for its workers until the buffer's deadline plus one
+/// buffer duration, but never less than this past the deadline: past that a
+/// worker is taken as stuck and the buffer is recorded as incomplete (see
+/// [`Renderer::render`]). Small buffers (16 frames at 384 kHz is 42 us) would
+/// otherwise call a merely descheduled worker stuck.
+const MIN_WAIT_MARGIN_NS: u64 = 2_000_000;
+/// Without a deadline (offline rendering) the driver waits this long for its
+/// workers after publishing a cycle, and as long again before the next cycle
+/// for a worker still in the previous one: there is no deadline to keep, and
+/// silent buffers rendered as fast as possible would empty the whole file.
+const NO_DEADLINE_WAIT_NS: u64 = 5_000_000_000;
+/// Workers the unfinished mask of a buffer can name (one bit each).
+const MAX_WORKERS: usize = 64;
+// Every worker fits the mask: at most THREADS_RANGE.1 workers (waits_for_workers mode).
+const _: () = assert!(crate::config::THREADS_RANGE.1 <= MAX_WORKERS);
 /// How long a burst lasts.
 pub const BURST_SECONDS: f64 = 0.25;
 
@@ -55,6 +68,8 @@ pub struct Renderer {
     pub(crate) max_frames: usize,
     pub(crate) thread_init: Box<dyn FnMut(bool) + Send>,
     pub(crate) seq: u64,
+    /// Generation of the last cycle published.
+    generation: u32,
     prev_active: usize,
     limit_high: usize,
     fade_frames_left: u64,
@@ -76,7 +91,9 @@ impl Renderer {
         thread_init: Box<dyn FnMut(bool) + Send>,
     ) -> Self {
         let last_burst_trigger = controls.snapshot().burst_trigger;
+        let generation = shared.generation.load(Ordering::Relaxed);
         Self {
+            generation,
             shared,
             controls,
             buffers,
@@ -114,6 +131,13 @@ impl Renderer {
     }
 
     /// Renders one buffer. Real-time safe: see the module rules in `rt`.
+    ///
+    /// Never blocks without a bound: the wait for the workers ends at the
+    /// deadline plus a margin (`wait_limit`). Workers that have not finished
+    /// by then are named in the buffer's record and their part is left out of
+    /// the mix; while one of them is still in that cycle, later buffers are
+    /// silent and name it too, and the next cycle starts once it is out (the
+    /// protocol in `cycle.rs`, step 5).
     pub fn render(&mut self, cycle: Cycle<'_>) -> CycleOutcome {
         let _rt = RtSection::enter();
         let render_start = now_ns();
@@ -135,74 +159,108 @@ impl Renderer {
         let wanted = c
             .sines
             .saturating_add(if burst { c.burst_sines } else { 0 });
-        let active = wanted.min(self.shared.partials());
-        if active != self.prev_active {
-            // SAFETY: driver thread, between cycles (remaining == 0 since the last wait).
-            unsafe { self.shared.set_active(self.prev_active, active) };
-            if active < self.prev_active {
-                self.fade_frames_left = (FADE_SECONDS * f64::from(self.sample_rate)) as u64;
-            }
-            self.prev_active = active;
-        }
-        if self.fade_frames_left == 0 {
-            self.limit_high = active;
-        }
-        self.limit_high = self.limit_high.max(active);
-
+        let first_worker = usize::from(self.driver_slot.is_some());
+        let workers = self.workers as usize;
         let buffer_ns = frames as f64 * 1e9 / f64::from(self.sample_rate.max(1));
         let pad_until = render_start.saturating_add((c.min_load * buffer_ns) as u64);
-        let s = &*self.shared;
-        s.seq.store(self.seq, Ordering::Relaxed);
-        s.frames.store(frames, Ordering::Relaxed);
-        s.render_limit.store(self.limit_high, Ordering::Relaxed);
-        s.active.store(active, Ordering::Relaxed);
-        s.chunk_size.store(c.chunk_size, Ordering::Relaxed);
-        s.kernel.store(
-            matches!(c.kernel, xrunlab_dsp::Kernel::Fast) as u8,
-            Ordering::Relaxed,
-        );
-        s.period_start_ns
-            .store(cycle.period_start_ns, Ordering::Relaxed);
-        s.pad_until_ns.store(pad_until, Ordering::Relaxed);
-        s.next_chunk.store(0, Ordering::Relaxed);
-        s.remaining.store(self.workers, Ordering::Relaxed);
-        if self.workers > 0 {
-            s.generation.fetch_add(1, Ordering::Release);
-            futex::wake_all(&s.generation);
-        }
-
         let mut record = ThreadRecord {
             seq: self.seq,
             wake_ns: cycle.wake_ns,
             ..ThreadRecord::default()
         };
-        if let Some(slot) = self.driver_slot {
-            // SAFETY: the driver's own slot, during the cycle it just published.
-            unsafe { work_and_record(s, Some(slot), &mut record) };
-        }
-        // Spin briefly before sleeping: a worker usually finishes within a few
-        // microseconds of the driver, and a futex sleep would add a second
-        // wake-up latency (tens of microseconds on a VM) to every buffer.
-        let spin_deadline = now_ns().saturating_add(DRIVER_SPIN_NS);
-        loop {
-            let r = s.remaining.load(Ordering::Acquire);
-            if r == 0 {
-                break;
-            }
-            if now_ns() < spin_deadline {
-                std::hint::spin_loop();
-                continue;
-            }
-            futex::wait(&s.remaining, r);
-        }
         let (out_l, out_r) = (
             &mut cycle.out_l[..frames_total],
             &mut cycle.out_r[..frames_total],
         );
-        // SAFETY: remaining == 0 was read with Acquire: every worker is done with its slot.
-        unsafe { s.mix(&mut out_l[..frames], &mut out_r[..frames]) };
-        out_l[frames..].fill(0.0);
-        out_r[frames..].fill(0.0);
+        let s = &*self.shared;
+        let mut stuck = s.unfinished(first_worker, workers, self.generation);
+        if stuck != 0 && cycle.deadline_ns == u64::MAX {
+            // No deadline to keep (offline): a complete render matters more
+            // than speed, so wait for the late worker, bounded as ever.
+            let limit = wait_limit(cycle.deadline_ns, now_ns(), buffer_ns as u64);
+            stuck = wait_for_workers(
+                s,
+                first_worker,
+                workers,
+                self.generation,
+                c.driver_spin_ns,
+                limit,
+            );
+        }
+        let (active, unfinished_workers) = if stuck != 0 {
+            // A worker has still not finished the cycle of an earlier buffer
+            // (protocol step 5): no cycle can start, so this buffer is silent.
+            out_l.fill(0.0);
+            out_r.fill(0.0);
+            (0, stuck)
+        } else {
+            let active = wanted.min(s.partials());
+            if active != self.prev_active {
+                // SAFETY: driver thread, between cycles (every worker finished the last one, checked above).
+                unsafe { s.set_active(self.prev_active, active) };
+                if active < self.prev_active {
+                    self.fade_frames_left = (FADE_SECONDS * f64::from(self.sample_rate)) as u64;
+                }
+                self.prev_active = active;
+            }
+            if self.fade_frames_left == 0 {
+                self.limit_high = active;
+            }
+            self.limit_high = self.limit_high.max(active);
+            let hang = self
+                .controls
+                .take_worker_hang()
+                .filter(|&(worker, _)| (1..=workers).contains(&worker))
+                .map(|(worker, ns)| (first_worker + worker - 1, ns));
+            s.seq.store(self.seq, Ordering::Relaxed);
+            s.frames.store(frames, Ordering::Relaxed);
+            s.render_limit.store(self.limit_high, Ordering::Relaxed);
+            s.active.store(active, Ordering::Relaxed);
+            s.chunk_size.store(c.chunk_size, Ordering::Relaxed);
+            s.kernel.store(
+                matches!(c.kernel, xrunlab_dsp::Kernel::Fast) as u8,
+                Ordering::Relaxed,
+            );
+            s.period_start_ns
+                .store(cycle.period_start_ns, Ordering::Relaxed);
+            s.pad_until_ns.store(pad_until, Ordering::Relaxed);
+            // SAFETY: driver thread, between cycles (as above).
+            unsafe { s.set_hang(hang) };
+            s.next_chunk.store(0, Ordering::Relaxed);
+            // Added, not stored: a late worker may still owe its decrement (protocol step 4).
+            s.remaining.fetch_add(self.workers, Ordering::Relaxed);
+            self.generation = s.generation.fetch_add(1, Ordering::Release).wrapping_add(1);
+            if self.workers > 0 {
+                futex::wake_all(&s.generation);
+            }
+            let generation = self.generation;
+            let published_ns = now_ns();
+
+            if let Some(slot) = self.driver_slot {
+                // SAFETY: the driver's own slot, during the cycle it just published.
+                unsafe { work_and_record(s, Some(slot), &mut record) };
+                s.finish_driver_slot(slot, generation);
+            }
+            let limit = wait_limit(cycle.deadline_ns, published_ns, buffer_ns as u64);
+            let unfinished = wait_for_workers(
+                s,
+                first_worker,
+                workers,
+                generation,
+                c.driver_spin_ns,
+                limit,
+            );
+            if unfinished != 0 {
+                // Give up on them: nobody may claim another chunk of this cycle.
+                s.close_cycle();
+            }
+            // SAFETY: the cycle `generation` was published by this thread and
+            // its wait is over; mix reads only the slots that finished it.
+            unsafe { s.mix(generation, &mut out_l[..frames], &mut out_r[..frames]) };
+            out_l[frames..].fill(0.0);
+            out_r[frames..].fill(0.0);
+            (active, unfinished)
+        };
         let input_peak = cycle.input.map(|(l, r)| {
             l.iter()
                 .chain(r.iter())
@@ -211,7 +269,7 @@ impl Renderer {
         let render_end = now_ns();
         let late = render_end > cycle.deadline_ns;
 
-        if self.driver_slot.is_none() {
+        if self.driver_slot.is_none() || stuck != 0 {
             record.cpu_start = cpu_start;
             record.cpu_end = current_cpu();
         }
@@ -230,6 +288,7 @@ impl Renderer {
             computed_sines: 0,
             burst,
             late,
+            unfinished_workers,
             input_peak,
         });
         self.seq += 1;
@@ -242,5 +301,53 @@ impl Renderer {
             render_end_ns: render_end,
             late,
         }
+    }
+}
+
+/// When the driver stops waiting for its workers: one buffer duration (at
+/// least [`MIN_WAIT_MARGIN_NS`]) past the deadline, or past the moment the
+/// cycle was published if the driver itself woke after the deadline, so that
+/// the workers always get that margin; [`NO_DEADLINE_WAIT_NS`] after
+/// publishing when there is no deadline (offline).
+fn wait_limit(deadline_ns: u64, published_ns: u64, buffer_ns: u64) -> u64 {
+    if deadline_ns == u64::MAX {
+        return published_ns.saturating_add(NO_DEADLINE_WAIT_NS);
+    }
+    deadline_ns
+        .max(published_ns)
+        .saturating_add(buffer_ns.max(MIN_WAIT_MARGIN_NS))
+}
+
+/// Waits until every worker finished cycle `generation` or `limit_ns` passes;
+/// returns the mask of workers that had not finished (0 when all did).
+/// Spins for `spin_ns` first, then sleeps on the futex with a timeout, so the
+/// wait never outlasts the limit by more than a wake-up.
+fn wait_for_workers(
+    s: &CycleShared,
+    first_worker: usize,
+    workers: usize,
+    generation: u32,
+    spin_ns: u64,
+    limit_ns: u64,
+) -> u64 {
+    let spin_until_ns = now_ns().saturating_add(spin_ns);
+    loop {
+        // Read the futex word before checking the slots: a worker stores
+        // `done` before it decrements, so if the check misses its `done`, the
+        // value read here predates its decrement and the futex returns at once.
+        let r = s.remaining.load(Ordering::Acquire);
+        let unfinished = s.unfinished(first_worker, workers, generation);
+        if unfinished == 0 {
+            return 0;
+        }
+        let now = now_ns();
+        if now >= limit_ns {
+            return unfinished;
+        }
+        if now < spin_until_ns {
+            std::hint::spin_loop();
+            continue;
+        }
+        futex::wait_timeout(&s.remaining, r, limit_ns - now);
     }
 }

@@ -6,7 +6,10 @@
 //!   counting allocator around [`alloc_probe`] sections.
 //! - No locks, no printing or logging, no file or socket I/O.
 //! - No blocking syscall except the wake primitive ([`futex`]) and, on the
-//!   simulated device's clock thread, the absolute-deadline sleep. Cheap
+//!   simulated device's clock thread, the absolute-deadline sleep (which a
+//!   worker also uses for an injected hang, fault injection only). The
+//!   driver's futex wait is bounded by a timeout, so a stuck worker never
+//!   holds the device's thread beyond the buffer's deadline plus a margin. Cheap
 //!   non-blocking calls are allowed: `clock_gettime`, `sched_getcpu`.
 //! - No panics on bad data: indices are clamped, arithmetic saturates, NaN is
 //!   treated as silence. Records that do not fit a full ring are dropped and

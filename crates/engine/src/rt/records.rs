@@ -31,6 +31,11 @@ pub struct BufferRecord {
     pub burst: bool,
     /// The render finished after the deadline.
     pub late: bool,
+    /// Workers that had not finished when the driver stopped waiting (bit
+    /// `i` = worker `i + 1`); their part is missing from the output. Non-zero
+    /// on the buffer whose wait timed out and on every buffer rendered
+    /// silent while such a worker was still in that earlier cycle.
+    pub unfinished_workers: u64,
     /// Peak of the input, when input is enabled.
     pub input_peak: Option<f32>,
 }

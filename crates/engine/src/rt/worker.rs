@@ -28,13 +28,12 @@ pub(crate) fn run(shared: &CycleShared, slot: usize, mut records: RecordTx<Threa
             wake_ns: now_ns(),
             ..ThreadRecord::default()
         };
-        // SAFETY: our own slot, during the cycle published by the generation we just read.
+        // SAFETY: our own slot, during the cycle published by the generation we
+        // just read; the driver publishes no other until we call `finish`.
         unsafe { work_and_record(shared, Some(slot), &mut record) };
         let pad_until = shared.pad_until_ns.load(Ordering::Relaxed);
         records.push(record);
-        if shared.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            futex::wake_all(&shared.remaining);
-        }
+        shared.finish(slot, generation);
         if pad_until > record.end_ns {
             spin_until(pad_until);
         }

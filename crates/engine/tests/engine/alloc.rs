@@ -120,7 +120,10 @@ fn the_real_time_path_does_not_allocate() {
             .apply(c.clone(), |b| seen.push(b.clone()))
             .expect("live change");
         engine.inject_stall(100_000);
-        seen.extend(collect(&mut engine, Duration::from_millis(500)));
+        seen.extend(collect(&mut engine, Duration::from_millis(200)));
+        // A hung worker: the driver's timed-out wait, partial mix and silent buffers.
+        engine.inject_worker_hang(1, 20_000_000);
+        seen.extend(collect(&mut engine, Duration::from_millis(300)));
         let after = rt_counts(&tids);
         engine.stop(|_| {});
         assert!(
@@ -135,6 +138,10 @@ fn the_real_time_path_does_not_allocate() {
         assert!(
             seen.iter().all(|b| b.input_peak.is_some()),
             "input was metered"
+        );
+        assert!(
+            seen.iter().any(|b| b.incomplete()),
+            "{mode:?}: the worker hang ran during the watched window"
         );
         assert_eq!(
             after, before,

@@ -6,4 +6,5 @@
 
 mod alloc;
 mod cycle;
+mod faults;
 mod harness;

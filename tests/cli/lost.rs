@@ -1,0 +1,435 @@
+//! Nothing measured is lost when a run ends badly: SIGTERM and SIGHUP end `run`, `render` and the dashboard cleanly; `kill -9` leaves a checkpoint and never destroys an earlier result; result paths are checked before a run starts.
+
+use crate::{run_ok, scratch, xrunlab};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid JSON ({e}): {text}", path.display()))
+}
+
+fn signal(child: &Child, signal: i32) {
+    // SAFETY: kill with the pid of our own child and a valid signal number.
+    let rc = unsafe { libc::kill(child.id() as i32, signal) };
+    assert_eq!(rc, 0, "kill({signal})");
+}
+
+/// Waits for the child to exit, failing the test (and killing it) after `limit`.
+fn wait_within(mut child: Child, limit: Duration) -> Output {
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            panic!("xrunlab did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn spawn_run(args: &[&str]) -> Child {
+    xrunlab()
+        .args(["run", "--quiet"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Files in `dir` whose name ends with `.partial`.
+fn partials(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".partial"))
+        .collect()
+}
+
+/// Checks that every row of a CSV has the header's column count; returns the data rows.
+fn csv_rows(path: &Path) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let columns = lines.next().expect("a header").split(',').count();
+    let mut rows = 0;
+    for (i, line) in lines.enumerate() {
+        assert_eq!(
+            line.split(',').count(),
+            columns,
+            "{} row {i} has the header's columns: {line}",
+            path.display()
+        );
+        rows += 1;
+    }
+    assert!(text.ends_with('\n'), "the last row is complete");
+    rows
+}
+
+#[test]
+fn sigterm_and_sighup_end_a_run_cleanly_and_keep_both_files() {
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+        let dir = scratch(&format!("signal-{name}"));
+        let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
+        let child = spawn_run(&[
+            "--duration",
+            "60s",
+            "--json",
+            j.to_str().unwrap(),
+            "--csv",
+            c.to_str().unwrap(),
+        ]);
+        std::thread::sleep(Duration::from_millis(1500));
+        signal(&child, sig);
+        let out = wait_within(child, Duration::from_secs(20));
+        assert!(
+            out.status.success(),
+            "{name}: exit status {:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = json(&j);
+        let reason = r["end"]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains(&format!("interrupted by {name} after")) && reason.contains("kept"),
+            "{name}: {reason}"
+        );
+        assert_eq!(r["end"]["checkpoint"], false);
+        let buffers = r["summary"]["buffers"].as_u64().unwrap();
+        assert!(
+            buffers > 200,
+            "{name}: buffers before the signal: {buffers}"
+        );
+        assert_eq!(
+            csv_rows(&c) as u64,
+            buffers,
+            "{name}: one CSV row per buffer"
+        );
+        assert!(
+            partials(&dir).is_empty(),
+            "{name}: the in-progress CSV was renamed into place"
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("interrupted by {name}")));
+    }
+}
+
+#[test]
+fn kill_9_during_a_long_run_leaves_a_valid_checkpoint_and_the_rows() {
+    let dir = scratch("kill9-checkpoint");
+    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
+    let child = spawn_run(&[
+        "--duration",
+        "60s",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let t0 = Instant::now();
+    // The first checkpoint is due 10 s after the engine started; kill a little after it.
+    while !j.exists() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(j.exists(), "a checkpoint appeared within 30 s");
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(&child, libc::SIGKILL);
+    let out = wait_within(child, Duration::from_secs(10));
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(libc::SIGKILL)
+    );
+    let r = json(&j);
+    let reason = r["end"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("checkpoint at 10.") && reason.contains("still going"),
+        "{reason}"
+    );
+    assert_eq!(r["end"]["checkpoint"], true);
+    assert!(r["provenance"]["end_time"].is_string());
+    let buffers = r["summary"]["buffers"].as_u64().unwrap();
+    // 10 s at 375 buffers per second, less the start-up.
+    assert!(
+        buffers > 3000,
+        "the checkpoint holds 10 s of buffers: {buffers}"
+    );
+    assert!(
+        !c.exists(),
+        "the CSV is renamed into place only when a run ends"
+    );
+    let partial = partials(&dir);
+    assert_eq!(partial.len(), 1, "one in-progress CSV: {partial:?}");
+    assert!(
+        reason.contains(&partial[0].display().to_string()),
+        "the checkpoint names the in-progress CSV: {reason}"
+    );
+    let rows = csv_rows(&partial[0]) as u64;
+    assert!(
+        rows >= buffers,
+        "the in-progress CSV, flushed every second, holds at least the checkpoint's {buffers} buffers: {rows}"
+    );
+}
+
+#[test]
+fn kill_9_before_the_first_checkpoint_leaves_the_previous_files_intact() {
+    let dir = scratch("kill9-early");
+    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
+    let old_json = "{\"earlier\": \"run\"}\n";
+    let old_csv = "epoch,seq\n0,0\n";
+    std::fs::write(&j, old_json).unwrap();
+    std::fs::write(&c, old_csv).unwrap();
+    let child = spawn_run(&[
+        "--duration",
+        "60s",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(&child, libc::SIGKILL);
+    wait_within(child, Duration::from_secs(10));
+    assert_eq!(std::fs::read_to_string(&j).unwrap(), old_json);
+    assert_eq!(
+        json(&j)["earlier"],
+        "run",
+        "the earlier JSON is still valid"
+    );
+    assert_eq!(std::fs::read_to_string(&c).unwrap(), old_csv);
+    let partial = partials(&dir);
+    assert_eq!(partial.len(), 1, "{partial:?}");
+    assert!(
+        csv_rows(&partial[0]) > 300,
+        "the killed run's rows up to about a second ago are kept beside the earlier CSV"
+    );
+}
+
+#[test]
+fn result_paths_in_a_missing_directory_fail_before_the_run_starts() {
+    for flag in ["--json", "--csv"] {
+        let t0 = Instant::now();
+        let out = xrunlab()
+            .args([
+                "run",
+                "--duration",
+                "30s",
+                flag,
+                "/nonexistent-xrunlab-dir/r.out",
+            ])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(flag)
+                && stderr.contains("/nonexistent-xrunlab-dir/r.out")
+                && stderr.contains("the directory /nonexistent-xrunlab-dir does not exist"),
+            "{flag}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "no run happened");
+        assert!(t0.elapsed() < Duration::from_secs(10), "it failed at once");
+    }
+}
+
+#[test]
+fn sigterm_ends_a_render_cleanly_with_a_readable_wav() {
+    let dir = scratch("render-sigterm");
+    let (wav, j) = (dir.join("chord.wav"), dir.join("r.json"));
+    let child = xrunlab()
+        .args([
+            "render",
+            "--duration",
+            "3600s",
+            // One SCHED_OTHER thread: about 10x real time on this machine,
+            // without starving the tests that run beside it.
+            "--sines",
+            "300",
+            "--threads",
+            "1",
+            "--no-rt",
+            "--out",
+            wav.to_str().unwrap(),
+            "--json",
+            j.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&child, libc::SIGTERM);
+    let out = wait_within(child, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reason = json(&j)["end"]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("interrupted by SIGTERM"), "{reason}");
+    let reader = hound::WavReader::open(&wav).unwrap();
+    assert!(reader.len() > 0, "the WAV holds what was rendered");
+    assert!(
+        u64::from(reader.duration()) < 3600 * 48_000,
+        "the render was cut short"
+    );
+}
+
+#[test]
+fn kill_9_during_a_render_keeps_the_earlier_wav_and_a_readable_partial_one() {
+    let dir = scratch("render-kill9");
+    let wav = dir.join("chord.wav");
+    std::fs::write(&wav, b"an earlier render").unwrap();
+    let child = xrunlab()
+        .args([
+            "render",
+            "--duration",
+            "3600s",
+            // One SCHED_OTHER thread: about 10x real time on this machine,
+            // without starving the tests that run beside it.
+            "--sines",
+            "300",
+            "--threads",
+            "1",
+            "--no-rt",
+            "--out",
+            wav.to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(&child, libc::SIGKILL);
+    wait_within(child, Duration::from_secs(10));
+    assert_eq!(std::fs::read(&wav).unwrap(), b"an earlier render");
+    let partial = partials(&dir);
+    assert_eq!(partial.len(), 1, "{partial:?}");
+    // The header is brought up to date every second: the samples up to then read back.
+    let reader = hound::WavReader::open(&partial[0]).unwrap();
+    assert!(
+        reader.duration() > 0,
+        "the partial WAV holds what was rendered until the last second"
+    );
+}
+
+#[test]
+fn the_dashboard_stops_cleanly_on_sigterm_and_sighup() {
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+        let mut child = xrunlab()
+            .args(["dashboard", "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("http://127.0.0.1:"), "{name}: {line}");
+        signal(&child, sig);
+        let out = wait_within(child, Duration::from_secs(20));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {:?}: {stderr}", out.status);
+        assert!(stderr.contains(&format!("{name} received")), "{stderr}");
+    }
+}
+
+#[test]
+fn the_driver_spin_is_a_setting_reported_in_the_results() {
+    let dir = scratch("spin");
+    let j = dir.join("r.json");
+    let out = run_ok(&[
+        "run",
+        "--duration",
+        "300ms",
+        "--quiet",
+        "--driver-spin",
+        "100",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("driver spin before sleeping: 100 µs"),
+        "{stdout}"
+    );
+    let r = json(&j);
+    assert_eq!(r["config"]["driver_spin_us"], 100);
+    assert_eq!(r["preset"], "custom", "a spin is no preset's");
+    let out = run_ok(&[
+        "run",
+        "--duration",
+        "300ms",
+        "--quiet",
+        "--preset",
+        "optimal",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("driver spin before sleeping: 0 µs (AudioPerfLab blocks at once)"),
+        "presets block at once"
+    );
+}
+
+#[test]
+fn a_hung_worker_shows_as_incomplete_renders_naming_it() {
+    let dir = scratch("hang");
+    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
+    let out = run_ok(&[
+        "run",
+        "--duration",
+        "2s",
+        "--quiet",
+        "--threads",
+        "3",
+        "--sines",
+        "300",
+        "--chunk-size",
+        "16",
+        "--hang-worker",
+        "2",
+        "--hang",
+        "40ms",
+        "--hang-every",
+        "500ms",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("incomplete worker 2:"), "{stdout}");
+    let r = json(&j);
+    let incomplete = r["summary"]["incomplete_renders"].as_u64().unwrap();
+    assert!(
+        incomplete >= 10,
+        "3 hangs of 40 ms make incomplete renders: {incomplete}"
+    );
+    let worker2 = r["summary"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["index"] == 2)
+        .unwrap();
+    assert_eq!(worker2["unfinished_buffers"].as_u64(), Some(incomplete));
+    let csv = std::fs::read_to_string(&c).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header
+        .iter()
+        .position(|h| *h == "unfinished_threads")
+        .unwrap();
+    let named = csv
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(col) == Some("2"))
+        .count() as u64;
+    assert_eq!(named, incomplete, "the CSV names worker 2 in each");
+    assert!(r["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["kind"] == "worker_hang"));
+}
