@@ -138,9 +138,18 @@ fn where_the_token_is(port: u16, wrong: bool) -> String {
     };
     format!(
         "{what}: open the URL that xrunlab printed when it started \
-         (http://127.0.0.1:{port}/?token=…), or the same with the token given to --token; \
-         scripts send the header \"Authorization: Bearer TOKEN\""
+         (http://127.0.0.1:{port}/?token=…; if it was started with --token, that token goes \
+         after token=); scripts send the header \"Authorization: Bearer TOKEN\""
     )
+}
+
+/// `message` with a capital first letter, to stand alone on a page.
+fn sentence(message: &str) -> String {
+    let mut chars = message.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 fn refuse(gate: &Gate, path: &str, wrong: bool) -> Response {
@@ -156,7 +165,8 @@ fn refuse(gate: &Gate, path: &str, wrong: bool) -> Response {
         let page = format!(
             "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
              <title>xrunlab: token needed</title></head>\n<body><h1>xrunlab dashboard: token needed</h1>\n\
-             <p id=\"needs-token\">{message}.</p></body></html>\n"
+             <p id=\"needs-token\">{}.</p></body></html>\n",
+            sentence(&message)
         );
         let mut r = (StatusCode::UNAUTHORIZED, Html(page)).into_response();
         r.headers_mut().insert(
