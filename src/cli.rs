@@ -39,6 +39,21 @@ pub struct DashboardArgs {
     /// Address to listen on. Anything but loopback exposes the engine's controls to the network.
     #[arg(long, default_value = "127.0.0.1")]
     pub listen: std::net::IpAddr,
+    /// Token the page and the API require, instead of a random one made at start (which is
+    /// printed in the URL). 1 to 256 characters of A-Z a-z 0-9 - . _ ~. Other users can see a
+    /// command line: XRUNLAB_TOKEN is the private way to give it.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "XRUNLAB_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "no_token"
+    )]
+    pub token: Option<xrunlab_dash::Token>,
+    /// Serve without a token: any user or process on this machine can then drive the engine
+    /// (a warning says so at start). Pages from other sites are refused either way.
+    #[arg(long)]
+    pub no_token: bool,
     /// Fault injection: make a render busy-wait this long (use with --stall-every).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall_every")]
     pub stall: Option<Duration>,

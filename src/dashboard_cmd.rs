@@ -3,7 +3,7 @@
 use crate::cli::{DashboardArgs, DeviceKind};
 use crate::devices;
 use crate::Failure;
-use xrunlab_dash::{DashError, DashOptions, DeviceFactory, Fault};
+use xrunlab_dash::{Access, DashError, DashOptions, DeviceFactory, Fault};
 use xrunlab_engine::{Engine, EngineConfig, EngineError};
 
 /// Sines the dashboard starts with: about a quarter of a 2-core machine's
@@ -48,10 +48,16 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         .stall
         .zip(args.stall_every)
         .map(|(stall, every)| Fault { stall, every });
+    let access = match (&args.token, args.no_token) {
+        (_, true) => Access::Open,
+        (Some(token), false) => Access::Token(token.clone()),
+        (None, false) => Access::GeneratedToken,
+    };
     let opts = DashOptions {
         listen: args.listen,
         port: args.port,
         fault,
+        access,
     };
     xrunlab_dash::serve(opts, engine, factory, devices::available())
         .map_err(|e: DashError| Failure::Runtime(e.to_string()))

@@ -3,61 +3,26 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import http from 'node:http';
-import { chromium } from 'playwright-core';
+import { ARTIFACTS, launch, startServer } from './harness.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.XRUNLAB_BIN ?? join(here, '../../target/debug/xrunlab');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const ARTIFACTS = join(here, 'artifacts');
-mkdirSync(ARTIFACTS, { recursive: true });
-
-/** @type {import('node:child_process').ChildProcess} */
+/** @type {import('./harness.js').Server} */
 let server;
-/** @type {string} */
-let url;
 /** @type {number} */
 let port;
 /** @type {import('playwright-core').BrowserContext} */
 let context;
+/** @type {() => Promise<void>} */
+let closeBrowser;
 /** @type {import('playwright-core').Page} */
 let page;
-/** @type {string} */
-let userData;
 /** @type {string[]} */
 const pageErrors = [];
 
 /**
- * Starts the binary on a free port and resolves with the URL it prints.
- * @param {string[]} args
- * @returns {Promise<{proc: import('node:child_process').ChildProcess, url: string}>}
- */
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(BIN, ['--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`no URL line within 60 s; stdout: ${out}; stderr: ${err}`)), 60000);
-    proc.stdout?.on('data', (d) => {
-      out += String(d);
-      const m = /^xrunlab dashboard: (http:\/\/127\.0\.0\.1:\d+\/)$/m.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc, url: m[1] });
-      }
-    });
-    proc.stderr?.on('data', (d) => (err += String(d)));
-    proc.on('exit', (code) => reject(new Error(`xrunlab exited with ${code}: ${err}`)));
-  });
-}
-
-/**
- * A request with exactly the headers given (node's fetch would add its own).
+ * A request with exactly the headers given (node's fetch would add its own), plus the
+ * server's token as `Authorization: Bearer`, as a script sends it.
  * @param {string} method
  * @param {string} path
  * @param {Record<string, string>} [headers]
@@ -67,7 +32,13 @@ function startServer(args) {
 function raw(method, path, headers = {}, body = '') {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: '127.0.0.1', port, method, path, headers: { 'content-type': 'application/json', ...headers } },
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${server.token}`, ...headers },
+      },
       (res) => {
         let text = '';
         res.on('data', (d) => (text += String(d)));
@@ -175,35 +146,21 @@ function medianLoad(ms) {
 const CHARTS = ['chart-load', 'chart-work', 'chart-cores', 'chart-energy', 'chart-wake'];
 
 before(async () => {
-  ({ proc: server, url } = await startServer([]));
-  port = Number(new URL(url).port);
-  userData = mkdtempSync(join(tmpdir(), 'xrunlab-chromium-'));
-  context = await chromium.launchPersistentContext(userData, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-      // A name that resolves to this machine, as a DNS-rebinding attacker's would.
-      '--host-resolver-rules=MAP rebind.test 127.0.0.1',
-    ],
-    viewport: { width: 1400, height: 1000 },
-  });
+  server = await startServer([]);
+  port = server.port;
+  assert.ok(server.token, `the printed URL carries a token: ${server.url}`);
+  // A name that resolves to this machine, as a DNS-rebinding attacker's would.
+  ({ context, close: closeBrowser } = await launch(['--host-resolver-rules=MAP rebind.test 127.0.0.1']));
   page = await context.newPage();
   page.on('pageerror', (e) => pageErrors.push(e.message));
-  await page.goto(url);
+  // The printed URL: the page trades its token for a cookie and goes on with that.
+  await page.goto(server.url);
   await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
 });
 
 after(async () => {
-  await context?.close();
-  if (userData) rmSync(userData, { recursive: true, force: true });
-  server?.kill('SIGINT');
+  await closeBrowser?.();
+  server?.proc.kill('SIGINT');
 });
 
 test('the page loads and every chart draws data', async () => {
@@ -350,7 +307,7 @@ test('the input toggle restarts audio with input and the meter shows its level',
   await page.waitForFunction(() => document.getElementById('input-level')?.textContent === 'off', null, { timeout: 5000 });
 });
 
-test('requests with a foreign Origin or Host are refused', async () => {
+test('requests with a foreign Origin or Host are refused, even with the token', async () => {
   const evil = { Origin: 'http://evil.example' };
   assert.equal((await raw('PUT', '/api/config', evil, '{"sines": 3}')).status, 403);
   assert.equal((await raw('POST', '/api/burst', evil)).status, 403);

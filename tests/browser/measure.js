@@ -3,28 +3,10 @@
 //
 //   node measure.js [cpu|capacity|all]   (XRUNLAB_BIN overrides target/debug/xrunlab)
 
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { readFileSync, readdirSync } from 'node:fs';
+import { launch, startServer } from './harness.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.XRUNLAB_BIN ?? join(here, '../../target/debug/xrunlab');
 const TICKS_PER_S = 100;
-
-/** @returns {Promise<{proc: import('node:child_process').ChildProcess, url: string}>} */
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(BIN, ['--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    proc.stdout?.on('data', (d) => {
-      const m = /http:\/\/127\.0\.0\.1:\d+\//.exec(String(d));
-      if (m) resolve({ proc, url: m[0] });
-    });
-    proc.on('exit', (c) => reject(new Error(`xrunlab exited with ${c}`)));
-  });
-}
 
 /**
  * CPU ticks (user + system) per thread name of process `pid`.
@@ -62,59 +44,53 @@ async function cpuShare(pid, seconds) {
 }
 
 /**
- * @param {string} url
+ * A JSON API call with the server's token, as a script makes it.
+ * @param {import('./harness.js').Server} server
  * @param {string} path
  * @param {unknown} [body]
  */
-async function api(url, path, body) {
-  const r = await fetch(new URL(path, url), body === undefined ? {} : { method: 'PUT', body: JSON.stringify(body) });
+async function api(server, path, body) {
+  const headers = { authorization: `Bearer ${server.token}` };
+  const r = await fetch(new URL(path, server.base), body === undefined ? { headers } : { method: 'PUT', headers, body: JSON.stringify(body) });
+  if (!r.ok) throw new Error(`${path}: ${r.status} ${await r.text()}`);
   return r.json();
 }
 
-async function openPage(/** @type {string} */ url) {
-  const userData = mkdtempSync(join(tmpdir(), 'xrunlab-measure-'));
-  const context = await chromium.launchPersistentContext(userData, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    viewport: { width: 1400, height: 1000 },
-  });
+/** Opens the printed URL (its token becomes the page's cookie) in a fresh chromium. */
+async function openPage(/** @type {import('./harness.js').Server} */ server) {
+  const { context, close } = await launch();
   const page = await context.newPage();
-  await page.goto(url);
-  return {
-    page,
-    close: async () => {
-      await context.close();
-      rmSync(userData, { recursive: true, force: true });
-    },
-  };
+  await page.goto(server.url);
+  // Measure a page that streams, not a refusal.
+  await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+  return { page, close };
 }
 
 /**
  * Dropouts in `seconds` at `sines`, after a settling second.
- * @param {string} url
+ * @param {import('./harness.js').Server} server
  * @param {number} sines
  * @param {number} seconds
  */
-async function dropoutsAt(url, sines, seconds) {
-  await api(url, '/api/config', { sines });
+async function dropoutsAt(server, sines, seconds) {
+  await api(server, '/api/config', { sines });
   await new Promise((r) => setTimeout(r, 1000));
-  const a = (await api(url, '/api/status')).counts.dropouts;
+  const a = (await api(server, '/api/status')).counts.dropouts;
   await new Promise((r) => setTimeout(r, seconds * 1000));
-  const s = await api(url, '/api/status');
+  const s = await api(server, '/api/status');
   return { dropouts: s.counts.dropouts - a };
 }
 
 /**
  * Largest sine count (in steps of 500) with no dropout in a 5 s window. The machine is shared,
  * so a step with dropouts is tried once more before it counts as beyond capacity.
- * @param {string} url
+ * @param {import('./harness.js').Server} server
  */
-async function capacity(url) {
+async function capacity(server) {
   let good = 0;
   for (let sines = 1000; sines <= 20000; sines += 500) {
-    let { dropouts } = await dropoutsAt(url, sines, 5);
-    if (dropouts > 0) ({ dropouts } = await dropoutsAt(url, sines, 5));
+    let { dropouts } = await dropoutsAt(server, sines, 5);
+    if (dropouts > 0) ({ dropouts } = await dropoutsAt(server, sines, 5));
     console.log(`  ${sines} sines: ${dropouts} dropouts`);
     if (dropouts > 0) break;
     good = sines;
@@ -123,24 +99,25 @@ async function capacity(url) {
 }
 
 const what = process.argv[2] ?? 'all';
-const { proc, url } = await startServer();
+const server = await startServer([]);
+const { proc } = server;
 const pid = /** @type {number} */ (proc.pid);
 try {
   if (what === 'cpu' || what === 'all') {
     console.log('threads\' CPU, no page open:', await cpuShare(pid, 10));
-    const p = await openPage(url);
+    const p = await openPage(server);
     await new Promise((r) => setTimeout(r, 2000));
     console.log('threads\' CPU, one page streaming:', await cpuShare(pid, 10));
     await p.close();
   }
   if (what === 'capacity' || what === 'all') {
     console.log('capacity, page closed:');
-    const closed = await capacity(url);
-    const p = await openPage(url);
+    const closed = await capacity(server);
+    const p = await openPage(server);
     // Let the browser finish starting: its start-up is not what is being measured.
     await new Promise((r) => setTimeout(r, 3000));
     console.log('capacity, page open and drawing:');
-    const open = await capacity(url);
+    const open = await capacity(server);
     await p.close();
     console.log(`largest sines without dropouts in 5 s: page closed ${closed}, page open ${open}`);
   }

@@ -88,3 +88,47 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
         usage_error(args, expect);
     }
 }
+
+#[test]
+fn bad_dashboard_tokens_are_usage_errors_that_say_what_is_allowed() {
+    let allowed = "1 to 256 characters of A-Z a-z 0-9 - . _ ~";
+    let long = "t".repeat(257);
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--token", ""],
+            &["--token", "must not be empty", allowed, "--no-token"],
+        ),
+        (
+            &["dashboard", "--token", ""],
+            &["--token", "must not be empty", allowed],
+        ),
+        (
+            &["dashboard", "--token", "two words"],
+            &["--token", "' '", allowed],
+        ),
+        (
+            &["dashboard", "--token", "a;b"],
+            &["--token", "';'", allowed],
+        ),
+        (
+            &["dashboard", "--token", &long],
+            &["--token", "257 bytes", allowed],
+        ),
+        (
+            &["dashboard", "--token", "abc", "--no-token"],
+            &["--token", "--no-token", "cannot be used with"],
+        ),
+    ];
+    for (args, expect) in cases {
+        usage_error(args, expect);
+    }
+    // The same rules for the token given through the environment.
+    let out = xrunlab()
+        .args(["dashboard", "--port", "0"])
+        .env("XRUNLAB_TOKEN", "")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("must not be empty"), "{stderr}");
+}

@@ -1,5 +1,6 @@
-//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark; one test binary.
+//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark, the dashboard's access flags; one test binary.
 
+mod dashboard;
 mod errors;
 mod lost;
 mod render;

@@ -1,9 +1,9 @@
 //! Runs the dashboard on the simulated device without the CLI (for developing the page and for the browser tests until `xrunlab` serves it); the main thread blocks in `serve`.
 //!
-//! `cargo run -p xrunlab-dash --example serve -- [--port N] [--sines N] [--stall-ms MS --stall-every-ms MS]`
+//! `cargo run -p xrunlab-dash --example serve -- [--port N] [--sines N] [--stall-ms MS --stall-every-ms MS] [--token TOKEN | --no-token]`
 
 use std::time::Duration;
-use xrunlab_dash::{serve, DashOptions, DeviceFactory, Fault};
+use xrunlab_dash::{serve, Access, DashOptions, DeviceFactory, Fault, Token};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{Device, Engine, EngineConfig};
 
@@ -16,6 +16,10 @@ fn main() {
     let (mut stall_ms, mut every_ms) = (0.0f64, 500.0f64);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--no-token" {
+            opts.access = Access::Open;
+            continue;
+        }
         let value = args.next().unwrap_or_default();
         let bad = |what: &str| -> ! {
             eprintln!("serve: {flag} needs {what}, got {value:?}");
@@ -27,7 +31,12 @@ fn main() {
             "--sines" => config.sines = value.parse().unwrap_or_else(|_| bad("a sine count")),
             "--stall-ms" => stall_ms = value.parse().unwrap_or_else(|_| bad("milliseconds")),
             "--stall-every-ms" => every_ms = value.parse().unwrap_or_else(|_| bad("milliseconds")),
-            _ => bad("to be one of --port --listen --sines --stall-ms --stall-every-ms"),
+            "--token" => {
+                opts.access = Access::Token(Token::new(&value).unwrap_or_else(|_| bad(xrunlab_dash::token::ALLOWED)));
+            }
+            _ => bad(
+                "to be one of --port --listen --sines --stall-ms --stall-every-ms --token --no-token",
+            ),
         }
     }
     if stall_ms > 0.0 {

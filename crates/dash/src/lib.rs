@@ -15,10 +15,12 @@
 
 pub mod api;
 pub mod assets;
+mod auth;
 pub mod guard;
 mod owner;
 mod server;
 pub mod telemetry;
+pub mod token;
 
 use std::fmt;
 use std::io::Write;
@@ -27,6 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
 use xrunlab_engine::{Device, Engine, EngineConfig};
+
+pub use token::{Access, Token};
 
 /// Makes a device of a kind ("sim", "jack"...) for a config: the CLI's, so the page can switch devices.
 pub type DeviceFactory = Box<dyn Fn(&str, &EngineConfig) -> Result<Box<dyn Device>, String> + Send>;
@@ -50,6 +54,8 @@ pub struct DashOptions {
     /// Stalls injected from the start (`--stall`/`--stall-every`); pages can change them
     /// through `PUT /api/fault`.
     pub fault: Option<Fault>,
+    /// Whether requests need a token (by default a random one, printed in the URL).
+    pub access: Access,
 }
 
 impl Default for DashOptions {
@@ -58,6 +64,7 @@ impl Default for DashOptions {
             listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             fault: None,
+            access: Access::GeneratedToken,
         }
     }
 }
@@ -124,8 +131,10 @@ fn stop_signals() -> impl std::future::Future<Output = ()> {
 
 /// Runs the dashboard until SIGINT, SIGTERM or SIGHUP (`Ok`) or until the device fails (`Err(DashError::Device)`),
 /// blocking the calling thread. Prints exactly one line to stdout,
-/// `xrunlab dashboard: http://127.0.0.1:PORT/`, once it listens, and a warning to stderr when
-/// `opts.listen` is not a loopback address. `kinds` are the device kinds `factory` can make.
+/// `xrunlab dashboard: http://127.0.0.1:PORT/?token=TOKEN` (without `?token=` when
+/// `opts.access` is [`Access::Open`]), once it listens, and a warning to stderr when
+/// `opts.listen` is not a loopback address or there is no token. `kinds` are the device kinds
+/// `factory` can make.
 pub fn serve(
     opts: DashOptions,
     engine: Engine,
@@ -178,6 +187,7 @@ pub struct Running {
     server: tokio::task::JoinHandle<()>,
     stop_server: Option<tokio::sync::oneshot::Sender<()>>,
     closing: tokio::sync::watch::Sender<bool>,
+    token: Option<Token>,
 }
 
 impl Running {
@@ -186,8 +196,23 @@ impl Running {
         self.addr
     }
 
-    /// The URL to open: 127.0.0.1 when bound to loopback or to all addresses.
+    /// The token requests need; `None` with [`Access::Open`].
+    pub fn token(&self) -> Option<&Token> {
+        self.token.as_ref()
+    }
+
+    /// The URL to open, with the token (`/?token=…`) unless access is open; the page trades
+    /// it for a cookie and moves on to [`Running::base_url`].
     pub fn url(&self) -> String {
+        match &self.token {
+            Some(t) => format!("{}?token={}", self.base_url(), t.as_str()),
+            None => self.base_url(),
+        }
+    }
+
+    /// The server's root URL without the token: 127.0.0.1 when bound to loopback or to all
+    /// addresses.
+    pub fn base_url(&self) -> String {
         let ip = self.addr.ip();
         let host = if ip.is_loopback() || ip.is_unspecified() {
             "127.0.0.1".to_owned()
@@ -241,7 +266,8 @@ impl Running {
 }
 
 /// Binds, starts the engine-owner thread and the server on the current tokio runtime, and
-/// returns at once. Prints the non-loopback warning (not the URL line: [`serve`] does that).
+/// returns at once. Prints the non-loopback and no-token warnings (not the URL line: [`serve`]
+/// does that).
 pub async fn start(
     opts: DashOptions,
     engine: Engine,
@@ -257,11 +283,26 @@ pub async fn start(
     let addr = listener
         .local_addr()
         .map_err(|e| DashError::Bind(e.to_string()))?;
-    if !opts.listen.is_loopback() {
-        eprintln!(
-            "warning: the dashboard listens on {addr}, reachable from other machines: anyone who can reach it \
-             can change the engine's settings (pages from other sites are still refused)"
-        );
+    let token = match opts.access {
+        Access::GeneratedToken => Some(Token::generate().map_err(DashError::Runtime)?),
+        Access::Token(t) => Some(t),
+        Access::Open => None,
+    };
+    match (opts.listen.is_loopback(), token.is_some()) {
+        (true, true) => {}
+        (true, false) => eprintln!(
+            "warning: the dashboard takes no token (--no-token): any user or process on this machine \
+             can change the engine's settings through {addr} (pages from other sites are still refused)"
+        ),
+        (false, true) => eprintln!(
+            "warning: the dashboard listens on {addr}, reachable from other machines over plain HTTP: \
+             the token is needed, but anyone who can watch the network can read it on its way"
+        ),
+        (false, false) => eprintln!(
+            "warning: the dashboard listens on {addr}, reachable from other machines, and takes no token \
+             (--no-token): anyone who can reach it can change the engine's settings (pages from other \
+             sites are still refused)"
+        ),
     }
     // A page that falls more than 8 frames (~0.25 s) behind loses frames instead of queueing them.
     let (frames, _) = broadcast::channel(8);
@@ -284,6 +325,7 @@ pub async fn start(
         frames,
         shared,
         policy: Arc::new(guard::OriginPolicy::new(opts.listen, addr.port())),
+        gate: Arc::new(auth::Gate::new(token.clone(), addr.port())),
         closing: closing_rx,
     };
     let app = server::router(state);
@@ -304,5 +346,6 @@ pub async fn start(
         server,
         stop_server: Some(stop_tx),
         closing,
+        token,
     })
 }

@@ -1,7 +1,8 @@
-//! The HTTP and WebSocket server (axum on the tokio runtime's threads): routes, the same-origin guard on every request, the JSON API handlers that forward to the engine-owner thread, and one task per page streaming telemetry.
+//! The HTTP and WebSocket server (axum on the tokio runtime's threads): routes, the same-origin guard and then the token check on every request, the JSON API handlers that forward to the engine-owner thread, and one task per page streaming telemetry.
 
 use crate::api::ApiError;
 use crate::assets;
+use crate::auth::{self, Gate};
 use crate::guard::OriginPolicy;
 use crate::owner::{Command, Shared};
 use axum::body::Bytes;
@@ -29,13 +30,15 @@ pub(crate) struct AppState {
     pub frames: broadcast::Sender<Utf8Bytes>,
     pub shared: Arc<Shared>,
     pub policy: Arc<OriginPolicy>,
+    pub gate: Arc<Gate>,
     /// Becomes true at shutdown, so open WebSockets close instead of holding the server up.
     pub closing: watch::Receiver<bool>,
 }
 
-/// The routes, with the same-origin guard in front of all of them.
+/// The routes, with the same-origin guard and then the token check in front of all of them.
 pub(crate) fn router(state: AppState) -> Router {
     let policy = state.policy.clone();
+    let gate = state.gate.clone();
     Router::new()
         .route("/", get(index))
         .route("/static/{file}", get(asset))
@@ -46,6 +49,12 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/ws", get(ws))
         .fallback(not_found)
         .with_state(state)
+        // The last layer added runs first: a foreign page is refused (403) before any token is
+        // looked at.
+        .layer(axum::middleware::from_fn_with_state(
+            gate,
+            auth::require_token,
+        ))
         .layer(axum::middleware::from_fn_with_state(policy, same_origin))
 }
 

@@ -1,4 +1,4 @@
-//! Black-box tests of the dashboard server over real sockets: the same-origin guard (HTTP and WebSocket), API validation with nothing partially applied, telemetry frames, and the end of `Running` when the device fails. Each test runs a server on its own tokio runtime.
+//! Black-box tests of the dashboard server over real sockets: the same-origin guard and the access token (HTTP and WebSocket), API validation with nothing partially applied, telemetry frames, and the end of `Running` when the device fails. Each test runs a server on its own tokio runtime.
 
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -6,11 +6,28 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use xrunlab_dash::{start, DashError, DashOptions, DeviceFactory, Running};
+use xrunlab_dash::{start, Access, DashError, DashOptions, DeviceFactory, Running, Token};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{
     Device, DeviceError, DeviceInfo, DeviceSignals, Engine, EngineConfig, Renderer,
 };
+
+macro_rules! token {
+    () => {
+        "server-test-token_0123456789"
+    };
+}
+/// The token the test servers take (most tests are not about tokens; they send it as Bearer).
+const TOKEN: &str = token!();
+const AUTH: (&str, &str) = ("Authorization", concat!("Bearer ", token!()));
+
+/// Options for a test server: loopback, a free port, the test token.
+fn options() -> DashOptions {
+    DashOptions {
+        access: Access::Token(Token::new(TOKEN).unwrap()),
+        ..DashOptions::default()
+    }
+}
 
 /// A light config: the tests share a small machine with other work.
 fn config() -> EngineConfig {
@@ -32,23 +49,39 @@ fn sim_factory() -> DeviceFactory {
 }
 
 async fn serve_sim() -> Running {
+    serve_sim_with(options()).await
+}
+
+async fn serve_sim_with(opts: DashOptions) -> Running {
     let c = config();
     let engine = Engine::start(
         c.clone(),
         Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, false)),
     )
     .unwrap();
-    start(
-        DashOptions::default(),
-        engine,
-        sim_factory(),
-        vec!["sim".into()],
-    )
-    .await
-    .unwrap()
+    start(opts, engine, sim_factory(), vec!["sim".into()])
+        .await
+        .unwrap()
 }
 
-/// One HTTP/1.1 request over a fresh connection; returns (status, body).
+/// A response: status, head (status line and headers) and body.
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    /// The value of the first header called `name`.
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then_some(v.trim())
+        })
+    }
+}
+
+/// One HTTP/1.1 request with the test token as Bearer; returns (status, body).
 async fn request(
     port: u16,
     method: &str,
@@ -56,6 +89,15 @@ async fn request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> (u16, String) {
+    let mut with_token = headers.to_vec();
+    with_token.push(AUTH);
+    let r = send(port, method, path, &with_token, body).await;
+    (r.status, r.body)
+}
+
+/// One HTTP/1.1 request over a fresh connection with exactly these headers (and Host, unless
+/// given).
+async fn send(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -81,11 +123,12 @@ async fn request(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    Reply {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
+    }
 }
 
 fn json_of(body: &str) -> Value {
@@ -98,15 +141,16 @@ async fn get_config(port: u16) -> Value {
     json_of(&body)
 }
 
-/// Opens a WebSocket; returns the status line's code and the stream (for reading frames).
-async fn ws_handshake(port: u16, origin: Option<&str>) -> (u16, TcpStream) {
+/// Opens a WebSocket with these extra headers (Origin, Authorization, Cookie); returns the
+/// status line's code and the stream (for reading frames).
+async fn ws_handshake(port: u16, headers: &[(&str, &str)]) -> (u16, TcpStream) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let mut req = format!(
         "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
     );
-    if let Some(o) = origin {
-        req.push_str(&format!("Origin: {o}\r\n"));
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
     }
     req.push_str("\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
@@ -183,18 +227,22 @@ async fn foreign_origins_and_hosts_are_refused() {
         "a refused request changed nothing"
     );
 
-    let (status, _) = ws_handshake(port, Some("http://evil.example")).await;
+    let (status, _) = ws_handshake(port, &[("Origin", "http://evil.example"), AUTH]).await;
+    assert_eq!(status, 403, "the token does not let a foreign page in");
+    let other_port = format!("http://127.0.0.1:{}", port + 1);
+    let (status, _) = ws_handshake(port, &[("Origin", &other_port), AUTH]).await;
     assert_eq!(status, 403);
-    let (status, _) = ws_handshake(port, Some(&format!("http://127.0.0.1:{}", port + 1))).await;
-    assert_eq!(status, 403);
+    // Without the token a foreign page still gets 403: the guard answers before the token check.
+    let r = send(port, "POST", "/api/burst", &[("Origin", "null")], "").await;
+    assert_eq!(r.status, 403, "{}", r.body);
 
-    let (status, mut ws) = ws_handshake(port, Some(&own)).await;
+    let (status, mut ws) = ws_handshake(port, &[("Origin", &own), AUTH]).await;
     assert_eq!(status, 101);
     let frame = json_of(&ws_text(&mut ws).await);
     assert_eq!(frame["type"], "frame");
     assert!(frame["counts"]["buffers"].as_u64().is_some());
-    // Scripts send no Origin; they are allowed.
-    let (status, _) = ws_handshake(port, None).await;
+    // Scripts send no Origin; they are allowed (with the token).
+    let (status, _) = ws_handshake(port, &[AUTH]).await;
     assert_eq!(status, 101);
     let (status, body) = request(
         port,
@@ -303,7 +351,7 @@ async fn api_validates_and_applies_whole_configs() {
     // Toggling input makes the device anew, and the input meter gets a signal.
     let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"input": true}"#).await;
     assert_eq!(status, 200, "{body}");
-    let (_, mut ws) = ws_handshake(port, None).await;
+    let (_, mut ws) = ws_handshake(port, &[AUTH]).await;
     let mut peak = None;
     for _ in 0..30 {
         let f = json_of(&ws_text(&mut ws).await);
@@ -364,7 +412,8 @@ async fn a_page_that_stops_reading_loses_frames_and_the_engine_goes_on() {
     let mut s = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
     let req = format!(
         "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+         Authorization: Bearer {TOKEN}\r\n\r\n"
     );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut head = [0u8; 12];
@@ -412,7 +461,7 @@ async fn a_device_that_cannot_start_leaves_the_old_one_running() {
         _ => Err("no such hardware here".into()),
     });
     let running = start(
-        DashOptions::default(),
+        options(),
         engine,
         factory,
         vec!["sim".into(), "broken".into()],
@@ -518,4 +567,261 @@ async fn a_failing_device_ends_the_dashboard_with_its_reason() {
         result,
         Err(DashError::Device("the test server went away".into()))
     );
+}
+
+/// A WebSocket upgrade's status (the stream is dropped).
+async fn ws_status(port: u16, headers: &[(&str, &str)]) -> u16 {
+    ws_handshake(port, headers).await.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_without_the_token_get_401_saying_where_it_is() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    let before = get_config(port).await;
+
+    // Every route, the page and its files included, and routes that do not exist.
+    for (method, path) in [
+        ("GET", "/"),
+        ("GET", "/static/app.js"),
+        ("GET", "/api/config"),
+        ("PUT", "/api/config"),
+        ("POST", "/api/burst"),
+        ("GET", "/api/status"),
+        ("PUT", "/api/fault"),
+        ("GET", "/favicon.ico"),
+        ("GET", "/api/nothing"),
+    ] {
+        let r = send(port, method, path, &[], r#"{"sines": 7}"#).await;
+        assert_eq!(r.status, 401, "{method} {path}: {}", r.body);
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some(r#"Bearer realm="xrunlab""#),
+            "{method} {path}"
+        );
+        let said = if path.starts_with("/api/") {
+            json_of(&r.body)["error"].as_str().unwrap().to_owned()
+        } else {
+            assert!(
+                r.header("content-type").unwrap().starts_with("text/html"),
+                "{path}"
+            );
+            assert!(r.body.contains("id=\"needs-token\""), "{}", r.body);
+            r.body
+        };
+        for hint in [
+            "this dashboard needs its token",
+            &format!("http://127.0.0.1:{port}/?token="),
+            "--token",
+            "Authorization: Bearer",
+        ] {
+            // The page starts the message with a capital letter.
+            assert!(
+                said.to_lowercase().contains(&hint.to_lowercase()),
+                "{method} {path}: no {hint:?} in {said}"
+            );
+        }
+        assert!(!said.contains(TOKEN), "a refusal does not tell the token");
+    }
+
+    // Wrong tokens: the same length with one character changed, a prefix, the token with more,
+    // another scheme, and the right token in a cookie of another port's name.
+    let mut same_length = TOKEN.as_bytes().to_vec();
+    same_length[TOKEN.len() / 2] ^= 1;
+    let same_length = String::from_utf8(same_length).unwrap();
+    assert_eq!(same_length.len(), TOKEN.len());
+    let other_port_cookie = format!("xrunlab-token-{}={TOKEN}", port + 1);
+    let wrong: Vec<(&str, String)> = vec![
+        ("Authorization", format!("Bearer {same_length}")),
+        (
+            "Authorization",
+            format!("Bearer {}", &TOKEN[..TOKEN.len() - 1]),
+        ),
+        ("Authorization", format!("Bearer {}", &TOKEN[..4])),
+        ("Authorization", format!("Bearer {TOKEN}x")),
+        ("Authorization", "Bearer ".into()),
+        ("Authorization", format!("Basic {TOKEN}")),
+        ("Authorization", TOKEN.into()),
+        ("Cookie", format!("xrunlab-token-{port}={same_length}")),
+        ("Cookie", format!("xrunlab-token-{port}={}", &TOKEN[..8])),
+        ("Cookie", other_port_cookie.clone()),
+    ];
+    for (name, value) in &wrong {
+        let r = send(
+            port,
+            "PUT",
+            "/api/config",
+            &[(name, value)],
+            r#"{"sines": 7}"#,
+        )
+        .await;
+        assert_eq!(r.status, 401, "{name}: {value}: {}", r.body);
+        let error = json_of(&r.body)["error"].as_str().unwrap().to_owned();
+        let presented =
+            value.contains(&format!("xrunlab-token-{port}=")) || name == &"Authorization";
+        if presented {
+            assert!(
+                error.contains("not this dashboard's token"),
+                "{value}: {error}"
+            );
+        }
+        assert_eq!(
+            ws_status(port, &[(name, value)]).await,
+            401,
+            "WebSocket with {name}: {value}"
+        );
+    }
+    assert_eq!(
+        get_config(port).await,
+        before,
+        "refused requests changed nothing"
+    );
+
+    // The right token: as Bearer (any case of the scheme), on the API and the page.
+    for auth in [format!("Bearer {TOKEN}"), format!("bearer {TOKEN}")] {
+        let r = send(port, "GET", "/api/status", &[("Authorization", &auth)], "").await;
+        assert_eq!(r.status, 200, "{auth}: {}", r.body);
+    }
+    let r = send(port, "GET", "/", &[AUTH], "").await;
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("xrunlab"));
+    // A WebSocket is refused without the token and accepted with it.
+    assert_eq!(ws_status(port, &[]).await, 401);
+    let (status, mut ws) = ws_handshake(port, &[AUTH]).await;
+    assert_eq!(status, 101);
+    assert_eq!(json_of(&ws_text(&mut ws).await)["type"], "frame");
+    running.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_trades_the_token_for_an_http_only_strict_cookie() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    assert_eq!(
+        running.url(),
+        format!("http://127.0.0.1:{port}/?token={TOKEN}")
+    );
+    assert_eq!(running.base_url(), format!("http://127.0.0.1:{port}/"));
+
+    let r = send(port, "GET", &format!("/?token={TOKEN}"), &[], "").await;
+    assert_eq!(r.status, 303, "{}", r.head);
+    assert_eq!(
+        r.header("location"),
+        Some("/"),
+        "the token leaves the address bar"
+    );
+    let set_cookie = r.header("set-cookie").unwrap().to_owned();
+    let attributes: Vec<&str> = set_cookie.split(';').map(str::trim).collect();
+    let cookie = attributes[0];
+    assert_eq!(cookie, format!("xrunlab-token-{port}={TOKEN}"));
+    for a in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(attributes.contains(&a), "no {a} in {set_cookie}");
+    }
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+
+    // With the cookie: the page, its files, the API and the WebSocket.
+    let with_cookie = [("Cookie", cookie)];
+    let r = send(port, "GET", "/", &with_cookie, "").await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body.contains("<script type=\"module\""),
+        "the dashboard page"
+    );
+    assert_eq!(
+        send(port, "GET", "/static/app.js", &with_cookie, "")
+            .await
+            .status,
+        200
+    );
+    let r = send(port, "PUT", "/api/config", &with_cookie, r#"{"sines": 60}"#).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Among other cookies, as a browser sends them.
+    let among = format!("a=1; {cookie}; b=2");
+    let r = send(port, "GET", "/api/status", &[("Cookie", &among)], "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (status, mut ws) = ws_handshake(port, &with_cookie).await;
+    assert_eq!(status, 101);
+    assert_eq!(json_of(&ws_text(&mut ws).await)["type"], "frame");
+
+    // A wrong or empty token in the address gets the 401 page and no cookie.
+    for query in [
+        "/?token=wrong",
+        "/?token=",
+        &format!("/?token={}", &TOKEN[..5]),
+    ] {
+        let r = send(port, "GET", query, &[], "").await;
+        assert_eq!(r.status, 401, "{query}");
+        assert!(r.header("set-cookie").is_none(), "{query}");
+        assert!(r.body.contains("not this dashboard's token"), "{}", r.body);
+    }
+    // The address's token is only traded on the page, not taken by the API.
+    let r = send(port, "GET", &format!("/api/status?token={TOKEN}"), &[], "").await;
+    assert_eq!(r.status, 401);
+    running.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_token_is_in_the_printed_url_and_is_required() {
+    let running = serve_sim_with(DashOptions::default()).await;
+    let port = running.local_addr().port();
+    let url = running.url();
+    let token = url
+        .strip_prefix(&format!("http://127.0.0.1:{port}/?token="))
+        .unwrap_or_else(|| panic!("{url}"))
+        .to_owned();
+    assert_eq!(token.len(), 48, "{url}");
+    assert_eq!(running.token().map(Token::as_str), Some(token.as_str()));
+    assert_eq!(send(port, "GET", "/api/status", &[], "").await.status, 401);
+    assert_eq!(
+        send(port, "GET", "/api/status", &[AUTH], "").await.status,
+        401,
+        "the test token is not this server's"
+    );
+    let bearer = format!("Bearer {token}");
+    let r = send(
+        port,
+        "GET",
+        "/api/status",
+        &[("Authorization", &bearer)],
+        "",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        send(port, "GET", &format!("/?token={token}"), &[], "")
+            .await
+            .status,
+        303
+    );
+    running.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_token_local_requests_pass_and_foreign_pages_are_still_refused() {
+    let running = serve_sim_with(DashOptions {
+        access: Access::Open,
+        ..DashOptions::default()
+    })
+    .await;
+    let port = running.local_addr().port();
+    assert!(running.token().is_none());
+    assert_eq!(running.url(), format!("http://127.0.0.1:{port}/"));
+    let r = send(port, "GET", "/api/status", &[], "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = send(port, "PUT", "/api/config", &[], r#"{"sines": 61}"#).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(send(port, "GET", "/", &[], "").await.status, 200);
+    assert_eq!(ws_status(port, &[]).await, 101);
+    // A token in the address is not needed and changes nothing.
+    assert_eq!(
+        send(port, "GET", "/?token=anything", &[], "").await.status,
+        200
+    );
+    let evil = [("Origin", "http://evil.example")];
+    assert_eq!(
+        send(port, "POST", "/api/burst", &evil, "").await.status,
+        403
+    );
+    assert_eq!(ws_status(port, &evil).await, 403);
+    running.shutdown().await.unwrap();
 }

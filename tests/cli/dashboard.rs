@@ -1,0 +1,105 @@
+//! The dashboard command's access flags as a user runs them: `--token` sets the token that the printed URL carries and the API needs, `--no-token` serves without one and warns.
+
+use crate::xrunlab;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+
+/// Starts `xrunlab dashboard` on a free port with `extra` flags; returns the process and the
+/// URL it printed.
+fn start(extra: &[&str]) -> (Child, String) {
+    let mut child = xrunlab()
+        .args(["dashboard", "--port", "0", "--sines", "50", "--no-rt"])
+        .args(extra)
+        .env_remove("XRUNLAB_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("xrunlab dashboard: ")
+        .unwrap_or_else(|| panic!("no URL line: {line:?}"))
+        .to_owned();
+    (child, url)
+}
+
+/// Ctrl-C; returns what the process wrote to stderr, after checking it ended cleanly.
+fn stop(child: Child) -> String {
+    // SAFETY: kill with a valid pid and signal number.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+/// The status code of `GET path` on 127.0.0.1:`port` with these extra header lines.
+fn status_of(port: u16, path: &str, headers: &str) -> u16 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n{headers}\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    reply
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {reply:?}"))
+}
+
+fn port_of(url: &str) -> u16 {
+    let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+    rest[..rest.find('/').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn a_given_token_is_in_the_printed_url_and_the_api_needs_it() {
+    let (child, url) = start(&["--token", "cli-test.token_1~"]);
+    let port = port_of(&url);
+    assert_eq!(
+        url,
+        format!("http://127.0.0.1:{port}/?token=cli-test.token_1~")
+    );
+    assert_eq!(status_of(port, "/api/status", ""), 401);
+    assert_eq!(
+        status_of(
+            port,
+            "/api/status",
+            "Authorization: Bearer cli-test.token_2~\r\n"
+        ),
+        401
+    );
+    assert_eq!(
+        status_of(
+            port,
+            "/api/status",
+            "Authorization: Bearer cli-test.token_1~\r\n"
+        ),
+        200
+    );
+    assert_eq!(status_of(port, "/?token=cli-test.token_1~", ""), 303);
+    let stderr = stop(child);
+    assert!(!stderr.contains("warning"), "{stderr}");
+}
+
+#[test]
+fn no_token_serves_without_one_and_warns() {
+    let (child, url) = start(&["--no-token"]);
+    let port = port_of(&url);
+    assert_eq!(url, format!("http://127.0.0.1:{port}/"));
+    assert_eq!(status_of(port, "/api/status", ""), 200);
+    let stderr = stop(child);
+    assert!(
+        stderr.contains("warning: the dashboard takes no token (--no-token)")
+            && stderr.contains("any user or process on this machine"),
+        "{stderr}"
+    );
+}
