@@ -310,20 +310,15 @@ fn cpu_timelines(events: &[TraceEvent], t0: u64, t1: u64) -> BTreeMap<u16, CpuTi
                 open_irq.insert(e.cpu, (e.ts_ns, *irq, name.to_string()));
             }
             EventKind::IrqExit { irq } => {
-                let start = match open_irq.remove(&e.cpu) {
-                    Some((s, _, _)) => Some(s),
+                let opened = match open_irq.remove(&e.cpu) {
+                    Some((s, _, name)) => Some((s, name)),
                     // An exit without any entry yet: the handler ran since the window start.
-                    None if !saw_irq_entry.get(&e.cpu).copied().unwrap_or(false) => Some(t0),
+                    None if !saw_irq_entry.get(&e.cpu).copied().unwrap_or(false) => {
+                        Some((t0, format!("irq {irq}")))
+                    }
                     None => None,
                 };
-                if let Some(start) = start {
-                    let name = tl
-                        .irqs
-                        .iter()
-                        .rev()
-                        .find(|i| i.irq == Some(*irq))
-                        .map(|i| i.name.clone())
-                        .unwrap_or_else(|| format!("irq {irq}"));
+                if let Some((start, name)) = opened {
                     tl.irqs.push(IrqSpan {
                         span: Span {
                             start,
@@ -424,6 +419,9 @@ struct ThreadTrack {
 fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) -> ThreadTrack {
     let mut t = ThreadTrack::default();
     let mut state = State::Unknown;
+    // Only the wake-up that starts the buffer's work counts as "woken at"; later ones end
+    // sleeps inside the render.
+    let mut ran_in_period = false;
     for e in events {
         if e.ts_ns > end {
             break;
@@ -464,15 +462,31 @@ fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) ->
                     };
                 }
                 if *next_tid == tid {
-                    if let State::Runnable { since, .. } = state {
+                    ran_in_period |= ts >= period_start;
+                    match state {
                         // The CPU that finally ran it is where it was queued.
-                        t.waits.push((
-                            Span {
-                                start: since,
-                                end: ts,
-                            },
-                            e.cpu,
-                        ));
+                        State::Runnable { since, .. } => {
+                            t.waits.push((
+                                Span {
+                                    start: since,
+                                    end: ts,
+                                },
+                                e.cpu,
+                            ));
+                        }
+                        // Its wake-up was not seen (lost, or on an untraced CPU).
+                        State::Sleeping { since, letters } => {
+                            t.sleeps.push((
+                                Span {
+                                    start: since,
+                                    end: ts,
+                                },
+                                letters,
+                                None,
+                                String::new(),
+                            ));
+                        }
+                        _ => {}
                     }
                     state = State::Running {
                         since: ts,
@@ -500,13 +514,13 @@ fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) ->
                             comm.to_string(),
                         ));
                         state = State::Runnable { since: ts, cpu };
-                        if ts >= period_start && t.first_wake_after.is_none() {
+                        if ts >= period_start && !ran_in_period && t.first_wake_after.is_none() {
                             t.first_wake_after = Some((ts, *waker_tid));
                         }
                     }
                     State::Unknown => {
                         state = State::Runnable { since: ts, cpu };
-                        if ts >= period_start && t.first_wake_after.is_none() {
+                        if ts >= period_start && !ran_in_period && t.first_wake_after.is_none() {
                             t.first_wake_after = Some((ts, *waker_tid));
                         }
                     }
@@ -521,10 +535,19 @@ fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) ->
                 ..
             } if *moved == tid => {
                 t.migrations.push((ts, *orig_cpu, *dest_cpu));
-                if let State::Runnable { since, .. } = state {
+                if let State::Runnable { since, cpu } = state {
+                    // The wait so far was on the old run queue; it goes on on the new one.
+                    let from = u16::try_from(*orig_cpu).unwrap_or(cpu);
+                    t.waits.push((
+                        Span {
+                            start: since,
+                            end: ts,
+                        },
+                        from,
+                    ));
                     state = State::Runnable {
-                        since,
-                        cpu: u16::try_from(*dest_cpu).unwrap_or(0),
+                        since: ts,
+                        cpu: u16::try_from(*dest_cpu).unwrap_or(cpu),
                     };
                 }
             }

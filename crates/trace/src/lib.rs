@@ -69,7 +69,7 @@ pub use blame::{
 pub use culprits::{CulpritTotal, Culprits};
 pub use decode::{EventSpec, EVENTS};
 pub use event::{Comm, EventKind, TraceEvent};
-pub use perfetto::{PerfettoOptions, PerfettoSummary, PerfettoWriter};
+pub use perfetto::{PerfettoOptions, PerfettoSummary, PerfettoWriter, Track};
 pub use procinfo::{NoLookup, ProcLookup, TaskIdentity, TaskLookup};
 pub use recorder::{now_ns, Cursor, TraceInfo, TraceOptions, TraceStats, Tracer, Window};
 pub use setup::{Roots, TraceUnavailable};

@@ -20,6 +20,15 @@ pub const KERNEL_PID: i32 = 1 << 30;
 const CPU_TRACK_BASE: i32 = 1000;
 const IRQ_TRACK_BASE: i32 = 2000;
 
+/// A thread track: the process and thread ids the events are drawn under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Track {
+    /// Process id.
+    pub pid: i32,
+    /// Thread id (the audio thread's kernel tid, or a synthetic id for kernel tracks).
+    pub tid: i32,
+}
+
 /// Size limits for the trace file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PerfettoOptions {
@@ -73,6 +82,22 @@ pub struct PerfettoWriter {
     warning: Option<String>,
     closed: bool,
     kernel: KernelTracks,
+}
+
+/// The kernel track of who ran on `cpu`.
+pub fn cpu_track(cpu: u16) -> Track {
+    Track {
+        pid: KERNEL_PID,
+        tid: CPU_TRACK_BASE + i32::from(cpu),
+    }
+}
+
+/// The kernel track of interrupts on `cpu`.
+pub fn irq_track(cpu: u16) -> Track {
+    Track {
+        pid: KERNEL_PID,
+        tid: IRQ_TRACK_BASE + i32::from(cpu),
+    }
 }
 
 fn ts_us(ns: u64) -> f64 {
@@ -154,8 +179,8 @@ impl PerfettoWriter {
     }
 
     /// Names a thread track (one per audio thread).
-    pub fn thread_name(&mut self, pid: i32, tid: i32, name: &str) {
-        let ev = json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+    pub fn thread_name(&mut self, track: Track, name: &str) {
+        let ev = json!({"name": "thread_name", "ph": "M", "pid": track.pid, "tid": track.tid,
                         "args": {"name": name}});
         self.emit(&ev, true);
     }
@@ -163,8 +188,7 @@ impl PerfettoWriter {
     /// A complete slice (`X`), e.g. one buffer's render on a thread's track.
     pub fn slice(
         &mut self,
-        pid: i32,
-        tid: i32,
+        track: Track,
         name: &str,
         cat: &str,
         start_ns: u64,
@@ -172,21 +196,21 @@ impl PerfettoWriter {
         args: Value,
     ) {
         let ev = json!({"name": name, "cat": cat, "ph": "X", "ts": ts_us(start_ns),
-                        "dur": ts_us(dur_ns), "pid": pid, "tid": tid, "args": args});
+                        "dur": ts_us(dur_ns), "pid": track.pid, "tid": track.tid, "args": args});
         self.emit(&ev, false);
     }
 
     /// An instant event (`i`) on a thread's track, e.g. a wake-up.
-    pub fn instant(&mut self, pid: i32, tid: i32, name: &str, ts_ns: u64, args: Value) {
+    pub fn instant(&mut self, track: Track, name: &str, ts_ns: u64, args: Value) {
         let ev = json!({"name": name, "ph": "i", "s": "t", "ts": ts_us(ts_ns),
-                        "pid": pid, "tid": tid, "args": args});
+                        "pid": track.pid, "tid": track.tid, "args": args});
         self.emit(&ev, false);
     }
 
     /// A dropout: a process-wide instant carrying the verdict. Written even past the cap.
-    pub fn dropout(&mut self, pid: i32, tid: i32, ts_ns: u64, verdict: &str, args: Value) {
+    pub fn dropout(&mut self, track: Track, ts_ns: u64, verdict: &str, args: Value) {
         let ev = json!({"name": "dropout", "cat": "dropout", "ph": "i", "s": "p",
-                        "ts": ts_us(ts_ns), "pid": pid, "tid": tid,
+                        "ts": ts_us(ts_ns), "pid": track.pid, "tid": track.tid,
                         "args": {"verdict": verdict, "detail": args}});
         self.emit(&ev, true);
     }
@@ -210,8 +234,8 @@ impl PerfettoWriter {
                 continue;
             }
             self.name_cpu_tracks(e.cpu);
-            let cpu_tid = CPU_TRACK_BASE + i32::from(e.cpu);
-            let irq_tid = IRQ_TRACK_BASE + i32::from(e.cpu);
+            let cpu_track = cpu_track(e.cpu);
+            let irq_track = irq_track(e.cpu);
             match &e.kind {
                 EventKind::Switch {
                     next_comm,
@@ -221,8 +245,7 @@ impl PerfettoWriter {
                 } => {
                     if let Some((since, comm, tid, prio)) = self.kernel.running.remove(&e.cpu) {
                         self.slice(
-                            KERNEL_PID,
-                            cpu_tid,
+                            cpu_track,
                             &format!("{comm} ({tid})"),
                             "sched",
                             since,
@@ -243,8 +266,7 @@ impl PerfettoWriter {
                 EventKind::IrqExit { .. } => {
                     if let Some((since, name, irq)) = self.kernel.irq.remove(&e.cpu) {
                         self.slice(
-                            KERNEL_PID,
-                            irq_tid,
+                            irq_track,
                             &format!("irq {irq} {name}"),
                             "irq",
                             since,
@@ -259,8 +281,7 @@ impl PerfettoWriter {
                 EventKind::SoftirqExit { .. } => {
                     if let Some((since, vec)) = self.kernel.softirq.remove(&e.cpu) {
                         self.slice(
-                            KERNEL_PID,
-                            irq_tid,
+                            irq_track,
                             &format!("softirq {}", softirq_name(vec)),
                             "softirq",
                             since,
@@ -271,8 +292,7 @@ impl PerfettoWriter {
                 }
                 EventKind::Lost { count } => {
                     self.instant(
-                        KERNEL_PID,
-                        cpu_tid,
+                        cpu_track,
                         "kernel events lost",
                         e.ts_ns,
                         json!({"count": count}),
@@ -291,16 +311,8 @@ impl PerfettoWriter {
             self.process_name(KERNEL_PID, "kernel (audio CPUs)");
         }
         self.kernel.named.push(cpu);
-        self.thread_name(
-            KERNEL_PID,
-            CPU_TRACK_BASE + i32::from(cpu),
-            &format!("CPU {cpu}"),
-        );
-        self.thread_name(
-            KERNEL_PID,
-            IRQ_TRACK_BASE + i32::from(cpu),
-            &format!("CPU {cpu} interrupts"),
-        );
+        self.thread_name(cpu_track(cpu), &format!("CPU {cpu}"));
+        self.thread_name(irq_track(cpu), &format!("CPU {cpu} interrupts"));
     }
 
     /// Why the writer stopped early, if it did.
