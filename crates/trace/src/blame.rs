@@ -284,21 +284,18 @@ fn cpu_timelines(events: &[TraceEvent], t0: u64, t1: u64) -> BTreeMap<u16, CpuTi
                 next_prio,
                 ..
             } => {
-                // The first switch of a CPU tells who ran before it, since the window start.
-                let (since, tid, comm, prio) = running.remove(&e.cpu).unwrap_or((
-                    t0,
-                    *prev_tid,
-                    prev_comm.to_string(),
-                    *prev_prio,
-                ));
+                // The switch-out names the task as it is now: a priority or name changed
+                // while it ran (sched_setscheduler, prctl) shows here, not at its switch-in.
+                // The first switch of a CPU covers the time since the window start.
+                let since = running.remove(&e.cpu).map_or(t0, |r| r.0);
                 tl.occupancy.push(Occupancy {
                     span: Span {
                         start: since,
                         end: e.ts_ns,
                     },
-                    tid,
-                    comm,
-                    prio,
+                    tid: *prev_tid,
+                    comm: prev_comm.to_string(),
+                    prio: *prev_prio,
                 });
                 running.insert(
                     e.cpu,
