@@ -115,7 +115,77 @@ struct WindowState {
     first_seq: u64,
     /// Newest timestamp dropped from the window: snapshots before it are incomplete.
     dropped_until_ns: u64,
+    /// Decoded events by type name (kept apart from `stats` so counting never allocates).
+    counts: BTreeMap<&'static str, u64>,
     stats: TraceStats,
+}
+
+impl WindowState {
+    fn new() -> WindowState {
+        WindowState {
+            events: VecDeque::new(),
+            first_seq: 0,
+            dropped_until_ns: 0,
+            counts: BTreeMap::new(),
+            stats: TraceStats::default(),
+        }
+    }
+
+    /// Appends a time-ordered batch, counts it, then drops events older than `window_ns`
+    /// before `now` and, past `max_events`, the oldest ones.
+    fn absorb(
+        &mut self,
+        batch: &mut Vec<TraceEvent>,
+        lost: &[(usize, u64)],
+        now: u64,
+        window_ns: u64,
+        max_events: usize,
+    ) {
+        for &(cpu, n) in lost {
+            *self.stats.lost_by_cpu.entry(cpu).or_default() += n;
+            self.stats.lost_total += n;
+        }
+        for e in batch.iter() {
+            if !matches!(e.kind, EventKind::Lost { .. }) {
+                self.stats.events_total += 1;
+                *self.counts.entry(type_name(&e.kind)).or_default() += 1;
+            }
+        }
+        self.events.extend(batch.drain(..));
+        let oldest_kept = now.saturating_sub(window_ns);
+        while let Some(front) = self.events.front() {
+            let over_cap = self.events.len() > max_events;
+            if front.ts_ns >= oldest_kept && !over_cap {
+                break;
+            }
+            if front.ts_ns >= oldest_kept {
+                self.stats.evicted_by_cap += 1;
+            }
+            self.dropped_until_ns = self.dropped_until_ns.max(front.ts_ns);
+            self.events.pop_front();
+            self.first_seq += 1;
+        }
+        self.stats.window_events = self.events.len();
+    }
+
+    /// See [`Tracer::read_new`].
+    fn read_new(&self, cursor: &mut Cursor, out: &mut Vec<TraceEvent>) -> u64 {
+        let missed = self.first_seq.saturating_sub(cursor.0);
+        let skip = (cursor.0.max(self.first_seq) - self.first_seq) as usize;
+        out.extend(self.events.iter().skip(skip).cloned());
+        cursor.0 = self.first_seq + self.events.len() as u64;
+        missed
+    }
+
+    fn stats(&self) -> TraceStats {
+        let mut stats = self.stats.clone();
+        stats.events_by_type = self
+            .counts
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .collect();
+        stats
+    }
 }
 
 struct Shared {
@@ -243,12 +313,7 @@ impl Tracer {
         };
         let started_ns = now_ns();
         let shared = Arc::new(Shared {
-            window: Mutex::new(WindowState {
-                events: VecDeque::new(),
-                first_seq: 0,
-                dropped_until_ns: 0,
-                stats: TraceStats::default(),
-            }),
+            window: Mutex::new(WindowState::new()),
             stop: AtomicBool::new(false),
             drained_until_ns: AtomicU64::new(0),
             reader_cpu_ns: AtomicU64::new(0),
@@ -328,18 +393,12 @@ impl Tracer {
     /// order) and moves the cursor; returns how many were dropped from the window before this
     /// consumer saw them. For streaming consumers such as the Perfetto writer.
     pub fn read_new(&self, cursor: &mut Cursor, out: &mut Vec<TraceEvent>) -> u64 {
-        let state = self.shared.lock();
-        let missed = state.first_seq.saturating_sub(cursor.0);
-        let from = cursor.0.max(state.first_seq);
-        let skip = (from - state.first_seq) as usize;
-        out.extend(state.events.iter().skip(skip).cloned());
-        cursor.0 = state.first_seq + state.events.len() as u64;
-        missed
+        self.shared.lock().read_new(cursor, out)
     }
 
     /// Counters so far.
     pub fn stats(&self) -> TraceStats {
-        let mut stats = self.shared.lock().stats.clone();
+        let mut stats = self.shared.lock().stats();
         stats.reader_cpu_ms = self.shared.reader_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6;
         let until = self.stopped_ns.unwrap_or_else(now_ns);
         stats.elapsed_ms = until.saturating_sub(self.started_ns) as f64 / 1e6;
@@ -438,36 +497,9 @@ impl Reader {
         }
         // Each ring is in time order; a stable sort merges the runs cheaply.
         batch.sort_by_key(|e| e.ts_ns);
-        let mut state = self.shared.lock();
-        let st = &mut state.stats;
-        for (cpu, n) in lost {
-            *st.lost_by_cpu.entry(cpu).or_default() += n;
-            st.lost_total += n;
-        }
-        for e in batch.iter() {
-            if !matches!(e.kind, EventKind::Lost { .. }) {
-                st.events_total += 1;
-                *st.events_by_type
-                    .entry(type_name(&e.kind).to_owned())
-                    .or_default() += 1;
-            }
-        }
-        state.events.extend(batch.drain(..));
-        let oldest_kept = now.saturating_sub(self.window_ns);
-        while let Some(front) = state.events.front() {
-            let over_cap = state.events.len() > self.max_events;
-            if front.ts_ns >= oldest_kept && !over_cap {
-                break;
-            }
-            let ts = front.ts_ns;
-            if over_cap && ts >= oldest_kept {
-                state.stats.evicted_by_cap += 1;
-            }
-            state.dropped_until_ns = state.dropped_until_ns.max(ts);
-            state.events.pop_front();
-            state.first_seq += 1;
-        }
-        state.stats.window_events = state.events.len();
+        self.shared
+            .lock()
+            .absorb(batch, &lost, now, self.window_ns, self.max_events);
     }
 }
 
@@ -489,6 +521,46 @@ mod tests {
             cpu,
             kind: EventKind::CpuIdle { state: 1 },
         }
+    }
+
+    #[test]
+    fn the_window_ages_out_caps_and_streams_each_event_once() {
+        let mut w = WindowState::new();
+        let mut cursor = Cursor::default();
+        let mut out = Vec::new();
+        let mut batch: Vec<_> = (0..10).map(|i| idle_at(100 + i, 0)).collect();
+        w.absorb(&mut batch, &[(1, 4)], 200, 1_000, 100);
+        assert!(batch.is_empty());
+        assert_eq!(w.read_new(&mut cursor, &mut out), 0);
+        assert_eq!(out.len(), 10);
+        // Ten more, with a cap of 15: the five oldest go, counted as capped.
+        let mut batch: Vec<_> = (0..10).map(|i| idle_at(300 + i, 1)).collect();
+        w.absorb(&mut batch, &[], 400, 1_000, 15);
+        assert_eq!(w.events.len(), 15);
+        assert_eq!(w.stats.evicted_by_cap, 5);
+        assert_eq!(w.dropped_until_ns, 104);
+        out.clear();
+        assert_eq!(
+            w.read_new(&mut cursor, &mut out),
+            0,
+            "the streamer had seen those five"
+        );
+        assert_eq!(out.len(), 10);
+        assert_eq!(out[0].ts_ns, 300);
+        // Time passes: everything before 1400 - 1000 ages out (not counted as capped).
+        let mut batch = vec![idle_at(1400, 0)];
+        w.absorb(&mut batch, &[], 1400, 1_000, 15);
+        assert_eq!(w.events.len(), 1);
+        assert_eq!(w.stats.evicted_by_cap, 5);
+        // A consumer that never read misses what aged out, and is told so.
+        let mut late = Cursor::default();
+        out.clear();
+        assert_eq!(w.read_new(&mut late, &mut out), 20);
+        assert_eq!(out.len(), 1);
+        let stats = w.stats();
+        assert_eq!(stats.events_total, 21);
+        assert_eq!(stats.events_by_type["cpu_idle"], 21);
+        assert_eq!((stats.lost_total, stats.lost_by_cpu[&1]), (4, 4));
     }
 
     #[test]

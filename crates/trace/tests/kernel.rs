@@ -9,8 +9,8 @@ use std::time::Duration;
 use xrunlab_sys::{apply_to_current_thread, RtPolicy, RtRequest};
 use xrunlab_trace::blame::{LEAD_IN_NS, MARGIN_NS};
 use xrunlab_trace::{
-    blame, now_ns, AudioThread, BlameCard, BlameInput, CulpritKind, EventKind, ProcLookup, Roots,
-    TraceOptions, TraceUnavailable, Tracer,
+    blame, now_ns, AudioThread, BlameCard, BlameInput, CulpritKind, Cursor, EventKind, ProcLookup,
+    Roots, TraceEvent, TraceOptions, TraceUnavailable, Tracer,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -300,6 +300,22 @@ fn event_times_are_clock_monotonic_like_the_engine() {
         "the thread's 5 ms sleep shows as a switch-out between {before} and {after}"
     );
     assert!(sleeps.iter().all(|ts| (before..=after).contains(ts)));
+    // A streaming reader sees the same event once.
+    let mut cursor = Cursor::default();
+    let mut seen = Vec::new();
+    assert_eq!(
+        tracer.read_new(&mut cursor, &mut seen),
+        0,
+        "nothing aged out yet"
+    );
+    let is_the_sleep = |e: &TraceEvent| {
+        e.ts_ns == sleeps[0]
+            && matches!(e.kind, EventKind::Switch { prev_tid, .. } if prev_tid == tid)
+    };
+    assert_eq!(seen.iter().filter(|e| is_the_sleep(e)).count(), 1);
+    seen.clear();
+    tracer.read_new(&mut cursor, &mut seen);
+    assert_eq!(seen.iter().filter(|e| is_the_sleep(e)).count(), 0);
     let stats = tracer.stop();
     assert!(stats.events_by_type.get("switch").copied().unwrap_or(0) > 0);
 }
