@@ -394,6 +394,17 @@ fn cpu_timelines(events: &[TraceEvent], t0: u64, t1: u64) -> BTreeMap<u16, CpuTi
     cpus
 }
 
+/// Who woke a thread.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Waker {
+    /// A thread, by tid.
+    Task(i32),
+    /// An interrupt (timer or device), whatever thread it landed on.
+    Interrupt,
+    /// The wake-up was not in the trace.
+    Unknown,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
     Unknown,
@@ -407,9 +418,9 @@ enum State {
 struct ThreadTrack {
     runs: Vec<(Span, u16)>,
     waits: Vec<(Span, u16)>,
-    sleeps: Vec<(Span, i64, Option<i32>, String)>,
+    sleeps: Vec<(Span, i64, Waker)>,
     migrations: Vec<(u64, i32, i32)>,
-    first_wake_after: Option<(u64, i32)>,
+    first_wake_after: Option<(u64, Waker)>,
     state_at_start: Option<State>,
 }
 
@@ -479,8 +490,7 @@ fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) ->
                                     end: ts,
                                 },
                                 letters,
-                                None,
-                                String::new(),
+                                Waker::Unknown,
                             ));
                         }
                         _ => {}
@@ -495,10 +505,16 @@ fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) ->
                 tid: woken,
                 target_cpu,
                 waker_tid,
-                comm,
+                in_interrupt,
                 ..
             } if *woken == tid => {
                 let cpu = u16::try_from(*target_cpu).unwrap_or(e.cpu);
+                let waker = if *in_interrupt {
+                    Waker::Interrupt
+                } else {
+                    Waker::Task(*waker_tid)
+                };
+                let first_of_buffer = ts >= period_start && !ran_in_period;
                 match state {
                     State::Sleeping { since, letters } => {
                         t.sleeps.push((
@@ -507,22 +523,16 @@ fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) ->
                                 end: ts,
                             },
                             letters,
-                            Some(*waker_tid),
-                            comm.to_string(),
+                            waker,
                         ));
                         state = State::Runnable { since: ts, cpu };
-                        if ts >= period_start && !ran_in_period && t.first_wake_after.is_none() {
-                            t.first_wake_after = Some((ts, *waker_tid));
-                        }
                     }
-                    State::Unknown => {
-                        state = State::Runnable { since: ts, cpu };
-                        if ts >= period_start && !ran_in_period && t.first_wake_after.is_none() {
-                            t.first_wake_after = Some((ts, *waker_tid));
-                        }
-                    }
+                    State::Unknown => state = State::Runnable { since: ts, cpu },
                     State::Runnable { since, .. } => state = State::Runnable { since, cpu },
                     State::Running { .. } => {}
+                }
+                if first_of_buffer && t.first_wake_after.is_none() {
+                    t.first_wake_after = Some((ts, waker));
                 }
             }
             EventKind::Migrate {
@@ -724,18 +734,22 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
             .sleeps
             .iter()
             .filter(|(s, ..)| s.start >= work_start && s.start < end)
-            .map(|(s, letters, waker, _)| {
-                let audio_waker = waker.and_then(|w| audio_tids.iter().find(|(t, _)| *t == w));
+            .map(|(s, letters, waker)| {
+                let audio_role = match waker {
+                    Waker::Task(w) => audio_tids.iter().find(|(t, _)| t == w).map(|(_, r)| *r),
+                    _ => None,
+                };
                 Sleep {
                     at_us: us(s.start.saturating_sub(start)),
                     us: us(s.end.min(end) - s.start),
                     state: state_letters(*letters),
-                    woken_by: match (audio_waker, waker) {
-                        (Some((_, role)), _) => Some((*role).to_owned()),
-                        (None, Some(w)) => Some(waker_name(events, *w)),
-                        (None, None) => None,
+                    woken_by: match (audio_role, waker) {
+                        (Some(role), _) => Some(role.to_owned()),
+                        (None, Waker::Task(w)) => Some(waker_name(events, *w)),
+                        (None, Waker::Interrupt) => Some("an interrupt (timer or device)".into()),
+                        (None, Waker::Unknown) => None,
                     },
-                    waited_for_audio_thread: audio_waker.is_some(),
+                    waited_for_audio_thread: audio_role.is_some(),
                 }
             })
             .collect();
@@ -865,7 +879,8 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
             });
         }
         if let Some((ts, waker)) = track.first_wake_after {
-            let by_audio = audio_tids.iter().any(|(t, _)| *t == waker);
+            let by_audio =
+                matches!(waker, Waker::Task(w) if audio_tids.iter().any(|(t, _)| *t == w));
             if !by_audio && !busy_at_start {
                 candidates.push(Candidate {
                     cause: Cause::WokeLate,

@@ -154,6 +154,7 @@ impl Layout {
 #[derive(Debug, Clone)]
 pub struct Decoder {
     common_type: Field,
+    common_flags: Field,
     common_pid: Field,
     layouts: HashMap<u16, Layout>,
     irq_names: HashMap<i32, Arc<str>>,
@@ -172,6 +173,7 @@ impl Decoder {
         }
         Ok(Decoder {
             common_type: first.field("common_type")?,
+            common_flags: first.field("common_flags")?,
             common_pid: first.field("common_pid")?,
             layouts,
             irq_names: HashMap::new(),
@@ -216,6 +218,7 @@ impl Decoder {
                 target_cpu: i32_of(target_cpu)?,
                 waking: *waking,
                 waker_tid: i32_of(&self.common_pid)?,
+                in_interrupt: int(&self.common_flags)? & crate::event::FLAGS_IN_INTERRUPT != 0,
             },
             Layout::Migrate {
                 comm: c,

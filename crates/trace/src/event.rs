@@ -55,6 +55,10 @@ fn serialize_arc_str<S: Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Er
     ser.serialize_str(s)
 }
 
+/// `common_flags` bits of a record made in hard or soft interrupt context
+/// (TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ).
+pub const FLAGS_IN_INTERRUPT: i64 = 0x08 | 0x10;
+
 /// `prev_state` of a task that was switched out while still runnable (preempted).
 pub const TASK_RUNNING: i64 = 0;
 
@@ -92,8 +96,11 @@ pub enum EventKind {
         target_cpu: i32,
         /// True for `sched_waking`, false for `sched_wakeup`.
         waking: bool,
-        /// The thread that ran the wake-up (the record's `common_pid`).
+        /// The thread that ran the wake-up (the record's `common_pid`); when `in_interrupt`,
+        /// merely the thread the interrupt happened to land on.
         waker_tid: i32,
+        /// The wake-up ran in hard or soft interrupt context (a timer, a device).
+        in_interrupt: bool,
     },
     /// `sched:sched_migrate_task`: a task moved between run queues.
     Migrate {
@@ -218,6 +225,16 @@ mod tests {
             "a-very-long-thre"
         );
         assert_eq!(serde_json::to_string(&Comm::new(b"sh")).unwrap(), "\"sh\"");
+    }
+
+    #[test]
+    fn an_event_stays_small_so_the_window_stays_bounded() {
+        // TraceOptions documents about 80 bytes per event for its memory bound.
+        assert!(
+            std::mem::size_of::<TraceEvent>() <= 80,
+            "{}",
+            std::mem::size_of::<TraceEvent>()
+        );
     }
 
     #[test]

@@ -54,6 +54,7 @@ fn wake(ts: u64, cpu: u16, comm: &str, tid: i32, target: i32, waker: i32) -> Vec
                     target_cpu: target,
                     waking,
                     waker_tid: waker,
+                    in_interrupt: waker == 0,
                 },
             )
         })
@@ -481,4 +482,40 @@ fn the_culprit_table_sums_over_cards_and_counts_main_culprits() {
     let json = serde_json::to_value(&c).unwrap();
     assert_eq!(json["cause"], "waited");
     assert_eq!(json["threads"][0]["ran_instead"][0]["kind"], "task");
+}
+
+#[test]
+fn a_late_timer_wake_up_of_the_first_thread_is_named() {
+    // The driver sleeps until the period start, but the timer interrupt wakes it 1.5 ms late;
+    // it then runs its usual 0.6 ms.
+    let mut events = vec![
+        switch(
+            200 * US,
+            0,
+            ("driver", 200, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(
+            2510 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("driver", 200, FIFO70),
+        ),
+        switch(
+            3110 * US,
+            0,
+            ("driver", 200, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    events.extend(wake(2500 * US, 0, "driver", 200, 0, 0));
+    let threads = [thread("driver", 200, 2510 * US, 3110 * US, Some(600 * US))];
+    let c = card(&threads, &window(events, 0), 3110 * US, &[], &NoLookup);
+    assert_eq!(c.cause, Cause::WokeLate, "{}", c.verdict);
+    assert_eq!(
+        c.verdict,
+        "late: driver was woken 1.50 ms after the period start (timer or wake-up latency)"
+    );
+    assert_eq!(c.threads[0].woken_at_us, Some(1500.0));
+    assert!((c.threads[0].waited_us - 10.0).abs() < 1e-6);
 }
