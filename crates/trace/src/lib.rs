@@ -19,15 +19,21 @@
 //!   `PERF_SAMPLE_RAW|TIME|CPU|TID` with `use_clockid = CLOCK_MONOTONIC`, the engine's clock;
 //!   lost events arrive as `PERF_RECORD_LOST` records. The kernel frees everything when the
 //!   descriptors close, so cleanup holds after Ctrl-C, SIGTERM and even `kill -9`, and nothing
-//!   touches the global trace buffer other tools use. The ring handling is the well-kept
-//!   `perf-event2` crate (with `perf-event-data` for records); compared with `perf-event` 0.4
-//!   (unmaintained parent, no clockid or record parsing), `perf-event-open` 0.7 (newer, less used)
-//!   and `linux-perf-event-reader` (parses perf.data-style records only, no syscalls).
+//!   touches the global trace buffer other tools use. The ring handling is `perf-event2`, the
+//!   maintained continuation of `perf-event` (with `perf-event-data` to parse records).
+//!   Compared: `perf-event` 0.4 (the original; no sampling ring and no clockid), `perf-event-open`
+//!   0.7 (full-featured too, but younger and with a smaller user base), and
+//!   `linux-perf-event-reader` (parses records only, opens nothing).
 //!
 //! tracefs is still needed read-only: each event's numeric id and its `format` file, which
-//! drives all record decoding ([`format`], [`decode`]), so nothing depends on a kernel's
+//! drives all record decoding ([`mod@format`], [`decode`]), so nothing depends on a kernel's
 //! field offsets. [`Tracer::start`] mounts tracefs when it is missing and, when tracing is
 //! impossible, returns a [`TraceUnavailable`] whose text says exactly why.
+//!
+//! Cost, measured with `examples/capture.rs` on the 2-core development VM: the reader thread
+//! spends 0.3-0.5 µs of CPU per event, about 1-2 % of one CPU at the 20-50 k events/s of a
+//! 1,000-sine run, and no events were lost with the default 1 MiB ring per CPU. Start the tracer
+//! from a non-real-time thread: its reader inherits the caller's scheduling policy.
 //!
 //! # Using it from a run
 //!
