@@ -97,7 +97,9 @@ fn main() {
     std::thread::sleep(Duration::from_millis(args.ms));
     stop.store(true, Ordering::Relaxed);
     let round_trips: u64 = load.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+    let stopping = std::time::Instant::now();
     let stats = tracer.stop();
+    let stop_ms = stopping.elapsed().as_secs_f64() * 1e3;
     println!("events by type:");
     for (kind, n) in &stats.events_by_type {
         println!("  {kind:<14} {n:>9}");
@@ -118,4 +120,5 @@ fn main() {
         stats.events_total as f64 / (stats.elapsed_ms / 1000.0).max(1e-9),
         1000.0 * stats.reader_cpu_ms / (stats.events_total.max(1) as f64),
     );
+    println!("stop (closing the perf events) took {stop_ms:.0} ms");
 }
