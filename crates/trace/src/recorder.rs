@@ -1,0 +1,581 @@
+//! The flight recorder: [`Tracer`] opens the tracepoints of the audio CPUs and runs one
+//! non-real-time reader thread ("xrl-trace") that drains the kernel rings every few
+//! milliseconds into a bounded rolling window. Callers (the engine's collector thread, the
+//! Perfetto writer) take snapshots of that window; nothing here touches the audio threads.
+
+use crate::decode::Decoder;
+use crate::event::{EventKind, TraceEvent};
+use crate::perf::{open_cpu, CpuRing};
+use crate::setup::{prepare, Roots, TraceUnavailable};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How the tracer runs. [`TraceOptions::default`] suits a live `--explain` run.
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    /// Where procfs, sysfs and tracefs are.
+    pub roots: Roots,
+    /// How far back the window reaches, in ms (events older than this are dropped).
+    pub window_ms: u64,
+    /// Hard cap on events kept, whatever their age, so memory stays bounded under an event
+    /// storm (about 80 bytes each).
+    pub max_events: usize,
+    /// Size of each CPU's kernel ring, in KiB (rounded up to a power of two pages).
+    pub ring_kib_per_cpu: usize,
+    /// How often the reader drains the rings, in ms.
+    pub poll_ms: u64,
+}
+
+impl Default for TraceOptions {
+    fn default() -> TraceOptions {
+        TraceOptions {
+            roots: Roots::default(),
+            window_ms: 500,
+            max_events: 200_000,
+            ring_kib_per_cpu: 1024,
+            poll_ms: 10,
+        }
+    }
+}
+
+/// What the tracer set up, for results files and the run summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceInfo {
+    /// How events are collected.
+    pub backend: String,
+    /// Clock of the event timestamps.
+    pub clock: String,
+    /// The tracefs whose event formats were read.
+    pub tracefs: PathBuf,
+    /// True when this run mounted tracefs (left mounted for other tools).
+    pub mounted_tracefs: bool,
+    /// CPUs traced.
+    pub cpus: Vec<usize>,
+    /// Events traced, as `system:name`.
+    pub events: Vec<String>,
+    /// Optional events this kernel lacks.
+    pub missing_optional_events: Vec<String>,
+    /// Rolling window length, ms.
+    pub window_ms: u64,
+    /// Event cap of the window.
+    pub max_events: usize,
+    /// Kernel ring size per CPU, KiB.
+    pub ring_kib_per_cpu: usize,
+}
+
+/// Counters over the whole run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TraceStats {
+    /// Events decoded, by event type (`switch`, `wakeup`, `irq_entry`...).
+    pub events_by_type: BTreeMap<String, u64>,
+    /// All events decoded.
+    pub events_total: u64,
+    /// Events the kernel dropped because its ring was full (PERF_RECORD_LOST), by CPU.
+    pub lost_by_cpu: BTreeMap<usize, u64>,
+    /// Sum of `lost_by_cpu`.
+    pub lost_total: u64,
+    /// Events dropped from the window by the `max_events` cap before they aged out.
+    pub evicted_by_cap: u64,
+    /// Events in the window now.
+    pub window_events: usize,
+    /// CPU time the reader thread used so far, ms.
+    pub reader_cpu_ms: f64,
+    /// Wall time since start, ms.
+    pub elapsed_ms: f64,
+}
+
+/// A cut of the window: the events in `[t0_ns, t1_ns]` in time order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Window {
+    /// Start, CLOCK_MONOTONIC ns.
+    pub t0_ns: u64,
+    /// End, CLOCK_MONOTONIC ns.
+    pub t1_ns: u64,
+    /// The events, sorted by time.
+    pub events: Vec<TraceEvent>,
+    /// Events the kernel lost in a gap that overlaps the window.
+    pub lost_events: u64,
+    /// False when the window no longer reached back to `t0_ns` (aged out or capped) or the
+    /// reader had not yet caught up with `t1_ns`: the events are then incomplete.
+    pub complete: bool,
+}
+
+/// Where a streaming consumer ([`Tracer::read_new`]) is in the event sequence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cursor(u64);
+
+struct WindowState {
+    events: VecDeque<TraceEvent>,
+    /// Sequence number of `events[0]`.
+    first_seq: u64,
+    /// Newest timestamp dropped from the window: snapshots before it are incomplete.
+    dropped_until_ns: u64,
+    /// Decoded events by type name (kept apart from `stats` so counting never allocates).
+    counts: BTreeMap<&'static str, u64>,
+    stats: TraceStats,
+}
+
+impl WindowState {
+    fn new() -> WindowState {
+        WindowState {
+            events: VecDeque::new(),
+            first_seq: 0,
+            dropped_until_ns: 0,
+            counts: BTreeMap::new(),
+            stats: TraceStats::default(),
+        }
+    }
+
+    /// Appends a time-ordered batch, counts it, then drops events older than `window_ns`
+    /// before `now` and, past `max_events`, the oldest ones.
+    fn absorb(
+        &mut self,
+        batch: &mut Vec<TraceEvent>,
+        lost: &[(usize, u64)],
+        now: u64,
+        window_ns: u64,
+        max_events: usize,
+    ) {
+        for &(cpu, n) in lost {
+            *self.stats.lost_by_cpu.entry(cpu).or_default() += n;
+            self.stats.lost_total += n;
+        }
+        for e in batch.iter() {
+            if !matches!(e.kind, EventKind::Lost { .. }) {
+                self.stats.events_total += 1;
+                *self.counts.entry(type_name(&e.kind)).or_default() += 1;
+            }
+        }
+        self.events.extend(batch.drain(..));
+        let oldest_kept = now.saturating_sub(window_ns);
+        while let Some(front) = self.events.front() {
+            let over_cap = self.events.len() > max_events;
+            if front.ts_ns >= oldest_kept && !over_cap {
+                break;
+            }
+            if front.ts_ns >= oldest_kept {
+                self.stats.evicted_by_cap += 1;
+            }
+            self.dropped_until_ns = self.dropped_until_ns.max(front.ts_ns);
+            self.events.pop_front();
+            self.first_seq += 1;
+        }
+        self.stats.window_events = self.events.len();
+    }
+
+    /// See [`Tracer::read_new`].
+    fn read_new(&self, cursor: &mut Cursor, out: &mut Vec<TraceEvent>) -> u64 {
+        let missed = self.first_seq.saturating_sub(cursor.0);
+        let skip = (cursor.0.max(self.first_seq) - self.first_seq) as usize;
+        out.extend(self.events.iter().skip(skip).cloned());
+        cursor.0 = self.first_seq + self.events.len() as u64;
+        missed
+    }
+
+    fn stats(&self) -> TraceStats {
+        let mut stats = self.stats.clone();
+        stats.events_by_type = self
+            .counts
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .collect();
+        stats
+    }
+}
+
+struct Shared {
+    window: Mutex<WindowState>,
+    stop: AtomicBool,
+    /// CLOCK_MONOTONIC at the start of the reader's last completed drain: every event stamped
+    /// before it is in the window.
+    drained_until_ns: AtomicU64,
+    reader_cpu_ns: AtomicU64,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, WindowState> {
+        // A panic on the reader thread must not take the caller down with a poisoned lock.
+        self.window.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The running flight recorder. Dropping it (or [`Tracer::stop`]) stops the events and joins
+/// the reader thread; the kernel frees the perf rings when their descriptors close, also when
+/// the process dies, so no tracing state outlives the run.
+pub struct Tracer {
+    shared: Arc<Shared>,
+    reader: Option<JoinHandle<()>>,
+    info: TraceInfo,
+    poll: Duration,
+    started_ns: u64,
+    /// When `stop` was asked for: closing the events takes a while (the kernel unregisters
+    /// each tracepoint), which is not tracing time.
+    stopped_ns: Option<u64>,
+}
+
+/// CLOCK_MONOTONIC now, ns: the clock of event timestamps and of the engine's records.
+pub fn now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock ids used here always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn type_name(kind: &EventKind) -> &'static str {
+    match kind {
+        EventKind::Switch { .. } => "switch",
+        EventKind::Wakeup { waking: true, .. } => "waking",
+        EventKind::Wakeup { waking: false, .. } => "wakeup",
+        EventKind::Migrate { .. } => "migrate",
+        EventKind::IrqEntry { .. } => "irq_entry",
+        EventKind::IrqExit { .. } => "irq_exit",
+        EventKind::SoftirqEntry { .. } => "softirq_entry",
+        EventKind::SoftirqExit { .. } => "softirq_exit",
+        EventKind::HrtimerEntry { .. } => "hrtimer_entry",
+        EventKind::HrtimerExit => "hrtimer_exit",
+        EventKind::CpuIdle { .. } => "cpu_idle",
+        EventKind::CpuFrequency { .. } => "cpu_frequency",
+        EventKind::Lost { .. } => "lost_marker",
+    }
+}
+
+impl Tracer {
+    /// Finds or mounts tracefs, opens the tracepoints of [`crate::EVENTS`] on `cpus` and starts
+    /// the reader thread. Call from a non-real-time thread (the reader inherits its policy).
+    pub fn start(cpus: &[usize], options: &TraceOptions) -> Result<Tracer, TraceUnavailable> {
+        if cpus.is_empty() {
+            return Err(TraceUnavailable::BadCpus {
+                reason: "the CPU list is empty".into(),
+            });
+        }
+        let online = xrunlab_sys::online_cpus(&options.roots.sys_root);
+        if let Some(bad) = cpus
+            .iter()
+            .find(|c| !online.is_empty() && !online.contains(c))
+        {
+            return Err(TraceUnavailable::BadCpus {
+                reason: format!(
+                    "CPU {bad} is not online (online: {})",
+                    xrunlab_sys::format_cpu_list(&online)
+                ),
+            });
+        }
+        let prepared = prepare(&options.roots)?;
+        let formats: Vec<_> = prepared.formats.iter().map(|(_, f)| f.clone()).collect();
+        let decoder = Decoder::new(&formats).map_err(|reason| TraceUnavailable::MissingEvent {
+            event: "format".into(),
+            reason,
+        })?;
+        let ring_bytes = options.ring_kib_per_cpu.max(8) * 1024;
+        let mut rings = Vec::with_capacity(cpus.len());
+        for &cpu in cpus {
+            rings.push(open_cpu(
+                cpu,
+                &prepared.formats,
+                ring_bytes,
+                &options.roots.proc_root,
+            )?);
+        }
+        for ring in &mut rings {
+            ring.enable().map_err(|e| TraceUnavailable::PerfRefused {
+                event: "all".into(),
+                cpu: ring.cpu,
+                reason: format!("enabling the events failed: {e}"),
+            })?;
+        }
+        let info = TraceInfo {
+            backend: "perf_event_open tracepoints (one ring per CPU)".into(),
+            clock: "CLOCK_MONOTONIC".into(),
+            tracefs: prepared.tracefs.clone(),
+            mounted_tracefs: prepared.mounted_by_us,
+            cpus: cpus.to_vec(),
+            events: prepared
+                .formats
+                .iter()
+                .map(|(s, _)| format!("{}:{}", s.system, s.name))
+                .collect(),
+            missing_optional_events: prepared.missing_optional.clone(),
+            window_ms: options.window_ms,
+            max_events: options.max_events,
+            ring_kib_per_cpu: ring_bytes / 1024,
+        };
+        let started_ns = now_ns();
+        let shared = Arc::new(Shared {
+            window: Mutex::new(WindowState::new()),
+            stop: AtomicBool::new(false),
+            drained_until_ns: AtomicU64::new(0),
+            reader_cpu_ns: AtomicU64::new(0),
+        });
+        let reader = Reader {
+            shared: shared.clone(),
+            rings,
+            decoder,
+            window_ns: options.window_ms * 1_000_000,
+            max_events: options.max_events.max(1),
+            poll: Duration::from_millis(options.poll_ms.max(1)),
+        };
+        let handle = std::thread::Builder::new()
+            .name("xrl-trace".into())
+            .spawn(move || reader.run())
+            .map_err(|e| TraceUnavailable::PerfRefused {
+                event: "all".into(),
+                cpu: cpus[0],
+                reason: format!("cannot start the reader thread: {e}"),
+            })?;
+        Ok(Tracer {
+            shared,
+            reader: Some(handle),
+            info,
+            poll: Duration::from_millis(options.poll_ms.max(1)),
+            started_ns,
+            stopped_ns: None,
+        })
+    }
+
+    /// What was set up.
+    pub fn info(&self) -> &TraceInfo {
+        &self.info
+    }
+
+    /// Waits (at most a few poll periods) until the reader has drained past `t_ns`.
+    fn wait_drained(&self, t_ns: u64) -> bool {
+        let give_up = now_ns() + 4 * self.poll.as_nanos() as u64 + 50_000_000;
+        loop {
+            if self.shared.drained_until_ns.load(Ordering::Acquire) >= t_ns {
+                return true;
+            }
+            if now_ns() > give_up || self.reader.as_ref().map_or(true, |h| h.is_finished()) {
+                return false;
+            }
+            std::thread::sleep(self.poll / 4);
+        }
+    }
+
+    /// The events stamped in `[t0_ns, t1_ns]`, in time order, once the reader has drained past
+    /// `t1_ns` (waits up to a few poll periods for that). For a blame card, pass a little
+    /// lead-in before the period start ([`crate::blame::LEAD_IN_NS`]) so the state of each CPU
+    /// at the period start is known.
+    pub fn snapshot(&self, t0_ns: u64, t1_ns: u64) -> Window {
+        let caught_up = self.wait_drained(t1_ns);
+        let state = self.shared.lock();
+        let mut events: Vec<TraceEvent> = state
+            .events
+            .iter()
+            .filter(|e| e.ts_ns >= t0_ns && e.ts_ns <= t1_ns)
+            .cloned()
+            .collect();
+        let lost_events = lost_overlapping(&state.events, t0_ns, t1_ns);
+        let complete = caught_up && state.dropped_until_ns < t0_ns;
+        drop(state);
+        events.sort_by_key(|e| e.ts_ns);
+        Window {
+            t0_ns,
+            t1_ns,
+            events,
+            lost_events,
+            complete,
+        }
+    }
+
+    /// Appends the events decoded since `cursor` to `out` (in drain order, each CPU in time
+    /// order) and moves the cursor; returns how many were dropped from the window before this
+    /// consumer saw them. For streaming consumers such as the Perfetto writer.
+    pub fn read_new(&self, cursor: &mut Cursor, out: &mut Vec<TraceEvent>) -> u64 {
+        self.shared.lock().read_new(cursor, out)
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> TraceStats {
+        let mut stats = self.shared.lock().stats();
+        stats.reader_cpu_ms = self.shared.reader_cpu_ns.load(Ordering::Relaxed) as f64 / 1e6;
+        let until = self.stopped_ns.unwrap_or_else(now_ns);
+        stats.elapsed_ms = until.saturating_sub(self.started_ns) as f64 / 1e6;
+        stats
+    }
+
+    /// Stops the events, joins the reader and returns the final counters.
+    pub fn stop(mut self) -> TraceStats {
+        self.shutdown();
+        self.stats()
+    }
+
+    fn shutdown(&mut self) {
+        self.stopped_ns.get_or_insert_with(now_ns);
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(h) = self.reader.take() {
+            h.thread().unpark();
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Sum of lost-event markers whose gap (from the marker to the next event of its CPU) overlaps
+/// `[t0, t1]`.
+fn lost_overlapping(events: &VecDeque<TraceEvent>, t0: u64, t1: u64) -> u64 {
+    let mut open: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
+    let mut total = 0;
+    for e in events {
+        if let EventKind::Lost { count } = e.kind {
+            let entry = open.entry(e.cpu).or_insert((e.ts_ns, 0));
+            entry.1 += count;
+            continue;
+        }
+        if let Some((from, count)) = open.remove(&e.cpu) {
+            if from <= t1 && e.ts_ns >= t0 {
+                total += count;
+            }
+        }
+    }
+    total
+        + open
+            .values()
+            .filter(|(from, _)| *from <= t1)
+            .map(|(_, c)| c)
+            .sum::<u64>()
+}
+
+struct Reader {
+    shared: Arc<Shared>,
+    rings: Vec<CpuRing>,
+    decoder: Decoder,
+    window_ns: u64,
+    max_events: usize,
+    poll: Duration,
+}
+
+impl Reader {
+    fn run(mut self) {
+        let mut batch = Vec::new();
+        loop {
+            let stopping = self.shared.stop.load(Ordering::Acquire);
+            if stopping {
+                for ring in &mut self.rings {
+                    ring.disable();
+                }
+            }
+            let drain_start = now_ns();
+            self.drain_once(&mut batch, drain_start);
+            self.shared
+                .drained_until_ns
+                .store(drain_start, Ordering::Release);
+            self.shared
+                .reader_cpu_ns
+                .store(clock_ns(libc::CLOCK_THREAD_CPUTIME_ID), Ordering::Relaxed);
+            if stopping {
+                break;
+            }
+            std::thread::park_timeout(self.poll);
+        }
+    }
+
+    fn drain_once(&mut self, batch: &mut Vec<TraceEvent>, now: u64) {
+        batch.clear();
+        let mut lost = Vec::new();
+        for ring in &mut self.rings {
+            let n = ring.drain(&mut self.decoder, batch);
+            if n > 0 {
+                lost.push((ring.cpu, n));
+            }
+        }
+        // Each ring is in time order; a stable sort merges the runs cheaply.
+        batch.sort_by_key(|e| e.ts_ns);
+        self.shared
+            .lock()
+            .absorb(batch, &lost, now, self.window_ns, self.max_events);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lost_at(ts: u64, cpu: u16, count: u64) -> TraceEvent {
+        TraceEvent {
+            ts_ns: ts,
+            cpu,
+            kind: EventKind::Lost { count },
+        }
+    }
+
+    fn idle_at(ts: u64, cpu: u16) -> TraceEvent {
+        TraceEvent {
+            ts_ns: ts,
+            cpu,
+            kind: EventKind::CpuIdle { state: 1 },
+        }
+    }
+
+    #[test]
+    fn the_window_ages_out_caps_and_streams_each_event_once() {
+        let mut w = WindowState::new();
+        let mut cursor = Cursor::default();
+        let mut out = Vec::new();
+        let mut batch: Vec<_> = (0..10).map(|i| idle_at(100 + i, 0)).collect();
+        w.absorb(&mut batch, &[(1, 4)], 200, 1_000, 100);
+        assert!(batch.is_empty());
+        assert_eq!(w.read_new(&mut cursor, &mut out), 0);
+        assert_eq!(out.len(), 10);
+        // Ten more, with a cap of 15: the five oldest go, counted as capped.
+        let mut batch: Vec<_> = (0..10).map(|i| idle_at(300 + i, 1)).collect();
+        w.absorb(&mut batch, &[], 400, 1_000, 15);
+        assert_eq!(w.events.len(), 15);
+        assert_eq!(w.stats.evicted_by_cap, 5);
+        assert_eq!(w.dropped_until_ns, 104);
+        out.clear();
+        assert_eq!(
+            w.read_new(&mut cursor, &mut out),
+            0,
+            "the streamer had seen those five"
+        );
+        assert_eq!(out.len(), 10);
+        assert_eq!(out[0].ts_ns, 300);
+        // Time passes: everything before 1400 - 1000 ages out (not counted as capped).
+        let mut batch = vec![idle_at(1400, 0)];
+        w.absorb(&mut batch, &[], 1400, 1_000, 15);
+        assert_eq!(w.events.len(), 1);
+        assert_eq!(w.stats.evicted_by_cap, 5);
+        // A consumer that never read misses what aged out, and is told so.
+        let mut late = Cursor::default();
+        out.clear();
+        assert_eq!(w.read_new(&mut late, &mut out), 20);
+        assert_eq!(out.len(), 1);
+        let stats = w.stats();
+        assert_eq!(stats.events_total, 21);
+        assert_eq!(stats.events_by_type["cpu_idle"], 21);
+        assert_eq!((stats.lost_total, stats.lost_by_cpu[&1]), (4, 4));
+    }
+
+    #[test]
+    fn lost_markers_count_when_their_gap_overlaps_the_window() {
+        let events: VecDeque<_> = vec![
+            lost_at(100, 0, 5), // gap 100..200 on CPU0: before the window
+            idle_at(200, 0),
+            lost_at(900, 1, 7), // gap 900..1500 on CPU1: overlaps 1000..2000
+            idle_at(1500, 1),
+            lost_at(2500, 0, 11), // after the window
+            idle_at(2600, 0),
+            lost_at(1800, 1, 3), // open gap from 1800: overlaps
+        ]
+        .into();
+        assert_eq!(lost_overlapping(&events, 1000, 2000), 10);
+        assert_eq!(lost_overlapping(&events, 0, 150), 5);
+    }
+}

@@ -1,0 +1,521 @@
+//! Blame cards on synthetic kernel event sequences: a hog preempting a worker, an interrupt
+//! storm, a render that ran long, a migration, sleeps inside the render, lost events, and the
+//! top-culprits table. Runs on the test harness threads; no kernel access.
+
+use xrunlab_trace::{
+    blame, AudioThread, BlameCard, BlameInput, Cause, Comm, CulpritKind, Culprits, EventKind,
+    NoLookup, TaskIdentity, TaskLookup, TraceEvent, Window,
+};
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+/// Kernel priority of SCHED_FIFO 70 (99 - 70) and 90.
+const FIFO70: i32 = 29;
+const FIFO90: i32 = 9;
+const S: i64 = 1;
+const D: i64 = 2;
+
+fn ev(ts: u64, cpu: u16, kind: EventKind) -> TraceEvent {
+    TraceEvent {
+        ts_ns: ts,
+        cpu,
+        kind,
+    }
+}
+
+fn switch(ts: u64, cpu: u16, prev: (&str, i32, i32, i64), next: (&str, i32, i32)) -> TraceEvent {
+    ev(
+        ts,
+        cpu,
+        EventKind::Switch {
+            prev_comm: Comm::new(prev.0.as_bytes()),
+            prev_tid: prev.1,
+            prev_prio: prev.2,
+            prev_state: prev.3,
+            next_comm: Comm::new(next.0.as_bytes()),
+            next_tid: next.1,
+            next_prio: next.2,
+        },
+    )
+}
+
+/// sched_waking then sched_wakeup of `tid`, queued on `target`, run by `waker`.
+fn wake(ts: u64, cpu: u16, comm: &str, tid: i32, target: i32, waker: i32) -> Vec<TraceEvent> {
+    [true, false]
+        .into_iter()
+        .map(|waking| {
+            ev(
+                ts,
+                cpu,
+                EventKind::Wakeup {
+                    comm: Comm::new(comm.as_bytes()),
+                    tid,
+                    prio: FIFO70,
+                    target_cpu: target,
+                    waking,
+                    waker_tid: waker,
+                    in_interrupt: waker == 0,
+                },
+            )
+        })
+        .collect()
+}
+
+fn softirq(start: u64, end: u64, cpu: u16, vec: u32) -> Vec<TraceEvent> {
+    vec![
+        ev(start, cpu, EventKind::SoftirqEntry { vec }),
+        ev(end, cpu, EventKind::SoftirqExit { vec }),
+    ]
+}
+
+fn irq(start: u64, end: u64, cpu: u16, n: i32, name: &str) -> Vec<TraceEvent> {
+    vec![
+        ev(
+            start,
+            cpu,
+            EventKind::IrqEntry {
+                irq: n,
+                name: name.into(),
+            },
+        ),
+        ev(end, cpu, EventKind::IrqExit { irq: n }),
+    ]
+}
+
+fn window(mut events: Vec<TraceEvent>, lost: u64) -> Window {
+    events.sort_by_key(|e| e.ts_ns);
+    Window {
+        t0_ns: 0,
+        t1_ns: 10 * MS,
+        events,
+        lost_events: lost,
+        complete: true,
+    }
+}
+
+fn thread(role: &str, tid: i32, wake: u64, end: u64, median: Option<u64>) -> AudioThread {
+    AudioThread {
+        role: role.into(),
+        tid,
+        wake_ns: Some(wake),
+        end_ns: Some(end),
+        median_busy_ns: median,
+    }
+}
+
+fn card(
+    threads: &[AudioThread],
+    w: &Window,
+    render_end: u64,
+    notes: &[String],
+    lookup: &dyn TaskLookup,
+) -> BlameCard {
+    blame(
+        &BlameInput {
+            period_start_ns: MS,
+            deadline_ns: MS + 1333 * US,
+            render_end_ns: render_end,
+            threads,
+            window: w,
+            notes,
+        },
+        lookup,
+    )
+}
+
+/// Knows one task, like procfs would while the hog is alive.
+struct HogAlive;
+impl TaskLookup for HogAlive {
+    fn lookup(&self, tid: i32) -> Option<TaskIdentity> {
+        (tid == 4711).then(|| TaskIdentity {
+            pid: 4700,
+            comm: "xrl-hog".into(),
+            policy: "SCHED_FIFO 90".into(),
+        })
+    }
+}
+
+/// Worker 1 (tid 100) sleeps on CPU0; the hog starts at 0.9 ms; the worker is woken at 1.0 ms
+/// but only runs when the hog stops at 2.02 ms, and ends at 2.52 ms.
+fn hog_scenario() -> (Vec<AudioThread>, Window) {
+    let mut events = vec![
+        switch(
+            500 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(
+            900 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("xrl-hog", 4711, FIFO90),
+        ),
+        switch(
+            2020 * US,
+            0,
+            ("xrl-hog", 4711, FIFO90, S),
+            ("worker 1", 100, FIFO70),
+        ),
+        switch(
+            2520 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    events.extend(wake(MS, 0, "worker 1", 100, 0, 0));
+    let threads = vec![thread(
+        "worker 1",
+        100,
+        2020 * US,
+        2520 * US,
+        Some(500 * US),
+    )];
+    (threads, window(events, 0))
+}
+
+#[test]
+fn a_hog_that_preempts_the_worker_is_named_with_pid_and_policy() {
+    let (threads, w) = hog_scenario();
+    let c = card(&threads, &w, 2520 * US, &[], &HogAlive);
+    assert_eq!(c.cause, Cause::Waited);
+    assert_eq!(
+        c.verdict,
+        "late: worker 1 waited 1.02 ms on CPU0 behind xrl-hog (pid 4700, SCHED_FIFO 90)"
+    );
+    let main = c.main_culprit.as_ref().unwrap();
+    assert_eq!(
+        (main.kind, main.tid, main.pid),
+        (CulpritKind::Task, Some(4711), Some(4700))
+    );
+    assert!((main.us - 1020.0).abs() < 1e-6, "{}", main.us);
+    let t = &c.threads[0];
+    assert!((t.waited_us - 1020.0).abs() < 1e-6);
+    assert!((t.ran_us - 500.0).abs() < 1e-6);
+    assert_eq!(t.wait_accounted, 1.0);
+    assert_eq!(t.woken_at_us, Some(0.0));
+    assert!(!t.busy_at_period_start);
+    assert!((c.late_by_us - 187.0).abs() < 1e-6, "{}", c.late_by_us);
+    assert!(c.window_complete && c.lost_events == 0);
+}
+
+#[test]
+fn without_procfs_the_policy_comes_from_the_kernel_priority() {
+    let (threads, w) = hog_scenario();
+    let c = card(&threads, &w, 2520 * US, &[], &NoLookup);
+    assert!(
+        c.verdict.ends_with("behind xrl-hog (pid 4711, RT 90)"),
+        "{}",
+        c.verdict
+    );
+}
+
+#[test]
+fn an_interrupt_storm_is_blamed_by_softirq_type() {
+    // The worker runs 1.0..2.6 ms on CPU0; NET_RX softirqs take 0.8 ms and IRQ 11 0.1 ms of it.
+    let mut events = vec![
+        switch(
+            500 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("worker 1", 100, FIFO70),
+        ),
+        switch(
+            600 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(MS, 0, ("swapper/0", 0, 120, 0), ("worker 1", 100, FIFO70)),
+        switch(
+            2600 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    events.extend(wake(MS - 10 * US, 0, "worker 1", 100, 0, 0));
+    for k in 0..4 {
+        let s = 1100 * US + k * 300 * US;
+        events.extend(softirq(s, s + 200 * US, 0, 3));
+    }
+    events.extend(irq(2450 * US, 2550 * US, 0, 11, "virtio0-input.0"));
+    let threads = [thread("worker 1", 100, MS, 2600 * US, Some(700 * US))];
+    let c = card(&threads, &window(events, 0), 2600 * US, &[], &NoLookup);
+    assert_eq!(c.cause, Cause::Interrupts, "{}", c.verdict);
+    assert_eq!(
+        c.verdict,
+        "late: worker 1 lost 0.90 ms to interrupts on CPU0 (mostly NET_RX 0.80 ms)"
+    );
+    let t = &c.threads[0];
+    assert!((t.interrupt_us - 900.0).abs() < 1e-6);
+    assert!((t.ran_us - 700.0).abs() < 1e-6, "{}", t.ran_us);
+    assert_eq!(t.interrupts[0].kind, CulpritKind::Softirq);
+    assert_eq!(t.interrupts[0].count, 4);
+    assert_eq!(t.interrupts[1].irq, Some(11));
+    assert_eq!(t.interrupts[1].name, "virtio0-input.0");
+}
+
+#[test]
+fn a_render_that_ran_long_is_blamed_on_itself_with_the_engine_note() {
+    let mut events = vec![
+        switch(
+            100 * US,
+            1,
+            ("driver", 200, FIFO70, S),
+            ("swapper/1", 0, 120),
+        ),
+        switch(MS, 1, ("swapper/1", 0, 120, 0), ("driver", 200, FIFO70)),
+        switch(
+            3900 * US,
+            1,
+            ("driver", 200, FIFO70, S),
+            ("swapper/1", 0, 120),
+        ),
+        ev(
+            200 * US,
+            1,
+            EventKind::CpuFrequency {
+                khz: 2_400_000,
+                cpu_id: 1,
+            },
+        ),
+    ];
+    events.extend(wake(MS, 1, "driver", 200, 1, 0));
+    let threads = [thread("driver", 200, MS, 3900 * US, Some(600 * US))];
+    let notes = ["injected stall".to_owned()];
+    let c = card(&threads, &window(events, 0), 3900 * US, &notes, &NoLookup);
+    assert_eq!(c.cause, Cause::RanLong);
+    assert_eq!(
+        c.verdict,
+        "late: driver ran 2.90 ms (median 0.60 ms) at 2.40 GHz; injected stall"
+    );
+    assert_eq!(c.threads[0].cpu_khz, Some(2_400_000));
+    assert!(c.main_culprit.is_none());
+}
+
+#[test]
+fn a_migration_is_listed_and_both_cpus_are_accounted() {
+    // Worker preempted on CPU0 by a normal task at 1.2 ms, pulled to CPU1 at 1.5 ms, runs there.
+    let mut events = vec![
+        switch(MS, 0, ("swapper/0", 0, 120, 0), ("worker 1", 100, FIFO70)),
+        switch(
+            1200 * US,
+            0,
+            ("worker 1", 100, FIFO70, 0),
+            ("ksoftirqd/0", 15, 120),
+        ),
+        ev(
+            1500 * US,
+            1,
+            EventKind::Migrate {
+                comm: Comm::new(b"worker 1"),
+                tid: 100,
+                prio: FIFO70,
+                orig_cpu: 0,
+                dest_cpu: 1,
+            },
+        ),
+        switch(1400 * US, 1, ("swapper/1", 0, 120, 0), ("cc1", 777, 120)),
+        switch(
+            1600 * US,
+            1,
+            ("cc1", 777, 120, 0),
+            ("worker 1", 100, FIFO70),
+        ),
+        switch(
+            2000 * US,
+            1,
+            ("worker 1", 100, FIFO70, S),
+            ("cc1", 777, 120),
+        ),
+    ];
+    events.extend(wake(990 * US, 0, "worker 1", 100, 0, 0));
+    let threads = [thread("worker 1", 100, MS, 2000 * US, None)];
+    let c = card(&threads, &window(events, 0), 2000 * US, &[], &NoLookup);
+    let t = &c.threads[0];
+    assert_eq!(t.cpus, vec![0, 1]);
+    assert_eq!(t.migrations.len(), 1);
+    assert_eq!((t.migrations[0].from_cpu, t.migrations[0].to_cpu), (0, 1));
+    assert!((t.migrations[0].at_us - 500.0).abs() < 1e-6);
+    // It waited 1.2..1.5 ms on CPU0 behind ksoftirqd, then 1.5..1.6 ms on CPU1 behind cc1.
+    assert!((t.waited_us - 400.0).abs() < 1e-6, "{}", t.waited_us);
+    assert_eq!(t.ran_instead[0].name, "ksoftirqd/0");
+    assert_eq!(t.ran_instead[0].cpu, 0);
+    assert!((t.ran_instead[0].us - 300.0).abs() < 1e-6);
+    assert_eq!(t.ran_instead[1].name, "cc1");
+    assert_eq!(t.ran_instead[1].cpu, 1);
+    assert!((t.ran_instead[1].us - 100.0).abs() < 1e-6);
+    assert_eq!(t.wait_accounted, 1.0);
+    assert!((t.ran_us - 600.0).abs() < 1e-6);
+}
+
+#[test]
+fn sleeps_inside_the_render_separate_blocking_from_waiting_for_workers() {
+    // The driver (tid 200) waits on a futex for worker 1 (tid 100), which sleeps in D state
+    // (page fault from disk) for 1 ms until kworker 55 wakes it.
+    let mut events = vec![
+        switch(MS, 0, ("swapper/0", 0, 120, 0), ("driver", 200, FIFO70)),
+        switch(MS, 1, ("swapper/1", 0, 120, 0), ("worker 1", 100, FIFO70)),
+        switch(
+            1100 * US,
+            0,
+            ("driver", 200, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(
+            1200 * US,
+            1,
+            ("worker 1", 100, FIFO70, D),
+            ("swapper/1", 0, 120),
+        ),
+        switch(
+            2200 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("worker 1", 100, FIFO70),
+        ),
+        switch(
+            2500 * US,
+            1,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/1", 0, 120),
+        ),
+        switch(
+            2500 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("driver", 200, FIFO70),
+        ),
+        switch(
+            2600 * US,
+            0,
+            ("driver", 200, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(
+            2150 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("kworker/1:1", 55, 120),
+        ),
+        switch(
+            2190 * US,
+            1,
+            ("kworker/1:1", 55, 120, S),
+            ("swapper/1", 0, 120),
+        ),
+    ];
+    events.extend(wake(2190 * US, 1, "worker 1", 100, 1, 55));
+    events.extend(wake(2495 * US, 1, "driver", 200, 0, 100));
+    let threads = [
+        thread("driver", 200, MS, 2600 * US, None),
+        thread("worker 1", 100, MS, 2500 * US, None),
+    ];
+    let c = card(&threads, &window(events, 0), 2600 * US, &[], &NoLookup);
+    assert_eq!(c.cause, Cause::Blocked, "{}", c.verdict);
+    assert_eq!(
+        c.verdict,
+        "late: worker 1 blocked 0.99 ms inside the render (uninterruptible sleep: I/O or page fault)"
+    );
+    let driver = &c.threads[0];
+    assert_eq!(driver.sleeps.len(), 1);
+    assert!(driver.sleeps[0].waited_for_audio_thread);
+    assert_eq!(driver.sleeps[0].woken_by.as_deref(), Some("worker 1"));
+    let worker = &c.threads[1];
+    assert_eq!(worker.sleeps[0].state, "D");
+    assert_eq!(
+        worker.sleeps[0].woken_by.as_deref(),
+        Some("kworker/1:1 (55)")
+    );
+}
+
+#[test]
+fn lost_events_make_the_card_say_it_is_incomplete() {
+    let (threads, mut w) = hog_scenario();
+    w.lost_events = 3;
+    let c = card(&threads, &w, 2520 * US, &[], &NoLookup);
+    assert_eq!(c.lost_events, 3);
+    assert!(
+        c.verdict
+            .ends_with("[incomplete: the kernel lost 3 events in this window]"),
+        "{}",
+        c.verdict
+    );
+    w.lost_events = 0;
+    w.complete = false;
+    let c = card(&threads, &w, 2520 * US, &[], &NoLookup);
+    assert!(
+        c.verdict.contains("[incomplete: the trace window"),
+        "{}",
+        c.verdict
+    );
+}
+
+#[test]
+fn no_events_at_all_gives_an_unexplained_verdict() {
+    let threads = [thread("driver", 200, MS, 2600 * US, None)];
+    let c = card(&threads, &window(Vec::new(), 0), 2600 * US, &[], &NoLookup);
+    assert_eq!(c.cause, Cause::Unexplained);
+    assert_eq!(
+        c.verdict,
+        "late: no kernel cause found (render ended 0.27 ms after the deadline)"
+    );
+}
+
+#[test]
+fn the_culprit_table_sums_over_cards_and_counts_main_culprits() {
+    let (threads, w) = hog_scenario();
+    let mut table = Culprits::new();
+    let c = card(&threads, &w, 2520 * US, &[], &HogAlive);
+    table.add(&c);
+    table.add(&c);
+    assert_eq!(table.cards(), 2);
+    let top = table.top(5);
+    assert_eq!(top[0].name, "xrl-hog");
+    assert_eq!(top[0].pid, Some(4700));
+    assert_eq!(top[0].policy, "SCHED_FIFO 90");
+    assert_eq!((top[0].dropouts, top[0].main_culprit_of), (2, 2));
+    assert!((top[0].stolen_us - 2040.0).abs() < 1e-6);
+    assert!((top[0].max_us - 1020.0).abs() < 1e-6);
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["cause"], "waited");
+    assert_eq!(json["threads"][0]["ran_instead"][0]["kind"], "task");
+}
+
+#[test]
+fn a_late_timer_wake_up_of_the_first_thread_is_named() {
+    // The driver sleeps until the period start, but the timer interrupt wakes it 1.5 ms late;
+    // it then runs its usual 0.6 ms.
+    let mut events = vec![
+        switch(
+            200 * US,
+            0,
+            ("driver", 200, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(
+            2510 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("driver", 200, FIFO70),
+        ),
+        switch(
+            3110 * US,
+            0,
+            ("driver", 200, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    events.extend(wake(2500 * US, 0, "driver", 200, 0, 0));
+    let threads = [thread("driver", 200, 2510 * US, 3110 * US, Some(600 * US))];
+    let c = card(&threads, &window(events, 0), 3110 * US, &[], &NoLookup);
+    assert_eq!(c.cause, Cause::WokeLate, "{}", c.verdict);
+    assert_eq!(
+        c.verdict,
+        "late: driver was woken 1.50 ms after the period start (timer or wake-up latency)"
+    );
+    assert_eq!(c.threads[0].woken_at_us, Some(1500.0));
+    assert!((c.threads[0].waited_us - 10.0).abs() < 1e-6);
+}
