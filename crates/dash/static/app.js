@@ -292,7 +292,11 @@ function showStatus(s) {
     for (const n of d.notes) lines.push(n);
   }
   if (s.audio !== 'running') lines.push(`Audio ${s.audio}`);
-  if (s.chord) lines.push(`Chord: ${s.chord.copies} cop${s.chord.copies === 1 ? 'y' : 'ies'} of ${s.chord.partials_per_copy} partials; busy threads running: ${s.busy_threads ?? 0}`);
+  if (s.chord) {
+    const c = s.chord;
+    const extra = c.extra_copies_built > 0 ? `; xrunlab's own extra copies: ${c.extra_copies_in_play} of ${c.extra_copies_built} in play` : '';
+    lines.push(`Chord "${c.name}" (notes ${c.notes.join(' ')}, ${c.partials_per_chord} partials) x ${c.apl_chords}, one per physical core as AudioPerfLab: up to ${c.apl_max_sines} sines${extra}; busy threads running: ${s.busy_threads ?? 0}`);
+  }
   lines.push(`Power: ${s.power.source}`);
   if (s.fault.stall_ms > 0) lines.push(`Fault injection: ${s.fault.stall_ms} ms stall every ${s.fault.every_ms} ms`);
   if (s.last_error) lines.push(`Last refusal: ${s.last_error}`);
