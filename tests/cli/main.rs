@@ -3,6 +3,7 @@
 mod errors;
 mod render;
 mod run;
+mod soak;
 
 use std::process::{Command, Output};
 
