@@ -373,7 +373,10 @@ fn run_path(
             break (false, format!("device ended: {reason}"));
         }
         if interrupted.load(Ordering::SeqCst) {
-            break (false, format!("interrupted after {}", clock(t)));
+            break (
+                false,
+                format!("interrupted after {} (Ctrl-C or SIGTERM)", clock(t)),
+            );
         }
         if t >= args.duration {
             break (true, "duration reached".to_owned());
@@ -470,7 +473,10 @@ fn dashboard_path(
                 break (false, "the WebSocket reader stopped".to_owned());
             }
             if interrupted.load(Ordering::SeqCst) {
-                break (false, format!("interrupted after {}", clock(t)));
+                break (
+                    false,
+                    format!("interrupted after {} (Ctrl-C or SIGTERM)", clock(t)),
+                );
             }
             if t >= args.duration {
                 break (true, "duration reached".to_owned());

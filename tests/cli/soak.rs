@@ -121,3 +121,48 @@ fn bad_soak_flags_are_usage_errors() {
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }
+
+#[test]
+fn sigterm_ends_a_soak_early_with_its_samples_and_without_its_csv() {
+    let dir = scratch("soak-term");
+    let j = dir.join("soak.json");
+    let child = xrunlab()
+        .args([
+            "bench",
+            "soak",
+            "--duration",
+            "10m",
+            "--sample-every",
+            "1s",
+            "--csv",
+            "--json",
+            j.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: kill only sends a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&j);
+    assert_eq!(r["complete"], false, "{r}");
+    assert!(r["end"].as_str().unwrap().contains("interrupted"), "{r}");
+    // The start sample, about two periodic ones and the one at the end.
+    assert!(r["samples"].as_array().unwrap().len() >= 3, "{r}");
+    assert!(r["summary"]["buffers"].as_u64().unwrap() > 500, "{r}");
+    let line = stdout.lines().find(|l| l.starts_with("csv:")).unwrap();
+    let path = line.split(" written to ").nth(1).unwrap();
+    let path = path.split(" (removed").next().unwrap();
+    assert!(
+        !std::path::Path::new(path).exists(),
+        "{path} should be removed"
+    );
+}
