@@ -13,9 +13,10 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// Figures of a sample set: count, p50, p99, p99.9, max and mean.
 ///
 /// From a run ([`RunStats`], [`Distribution`]) the percentiles come from a bounded
-/// HdrHistogram with [`SIGNIFICANT_DIGITS`] = 3: each is the nearest-rank percentile to
-/// within 0.1 % of its value (never below it by more than the recording step: 0.001 % for load,
-/// 1 ns for wake-ups), and never above `max`. `count`, `max` and `mean` are exact.
+/// HdrHistogram with [`SIGNIFICANT_DIGITS`] = 3: each is the exact nearest-rank percentile
+/// plus at most 0.1 % of it or one recording step, whichever is larger (steps: 0.001 % for load,
+/// 1 ns for wake-ups), minus at most half a step; never above `max`; values past a
+/// [`Scale`]'s range count at its bound. `count`, `max` and `mean` are exact.
 /// [`Percentiles::of`] computes exact nearest-rank percentiles from a slice.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Percentiles {
