@@ -284,10 +284,20 @@ pub(crate) mod tests {
         let proc_root = Path::new(crate::DEFAULT_PROC_ROOT);
         let pid = std::process::id() as i32;
         let tid = crate::sched::gettid();
-        // Burn a little CPU so the counters are not all zero.
-        let start = std::time::Instant::now();
+        // Burn 30 ms of this thread's own CPU time (not wall time: on a busy machine the
+        // thread waits for a CPU) so the counters are not all zero.
+        let thread_cpu_ns = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes only into the timespec it is given.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        };
+        let start = thread_cpu_ns();
         let mut x = 0u64;
-        while start.elapsed() < std::time::Duration::from_millis(30) {
+        while thread_cpu_ns() - start < 30_000_000 {
             x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(1));
         }
         std::thread::sleep(std::time::Duration::from_millis(1));
