@@ -1,13 +1,13 @@
-//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as a table (and JSON); runs on the main thread.
+//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as a table (and JSON); `bench soak` is in `bench_soak`; runs on the main thread.
 
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, BenchMode};
 use crate::Failure;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use xrunlab_dsp::measure::{kernel_throughput, KernelFigures};
 use xrunlab_dsp::{ChordLayout, ChordNotes, Kernel};
 use xrunlab_engine::device::sim::SimDevice;
-use xrunlab_engine::{Engine, EngineConfig, Percentiles};
+use xrunlab_engine::{Distribution, Engine, EngineConfig, Percentiles, Scale};
 use xrunlab_sys::Provenance;
 
 /// The engine's own cost: a render with nothing to compute.
@@ -50,10 +50,10 @@ fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
     let device = SimDevice::new(config.sample_rate, config.buffer_frames, false);
     let mut engine =
         Engine::start(config, Box::new(device)).map_err(|e| Failure::Runtime(e.to_string()))?;
-    let mut render = Vec::new();
-    let mut handoff = Vec::new();
-    let mut own = Vec::new();
-    let mut wake = Vec::new();
+    let mut render = Distribution::new(Scale::Micros);
+    let mut handoff = Distribution::new(Scale::Micros);
+    let mut own = Distribution::new(Scale::Micros);
+    let mut wake = Distribution::new(Scale::Micros);
     let t0 = Instant::now();
     let mut sink = |b: &xrunlab_engine::BufferReport| {
         let total = b.render_end_ns.saturating_sub(b.render_start_ns);
@@ -67,15 +67,12 @@ fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
         let h = last_worker_running
             .saturating_sub(b.render_start_ns)
             .min(total);
-        render.push(total as f64 / 1e3);
-        handoff.push(h as f64 / 1e3);
-        own.push((total - h) as f64 / 1e3);
-        wake.extend(
-            b.threads
-                .iter()
-                .filter(|t| t.index > 0)
-                .map(|t| t.wake_latency_ns as f64 / 1e3),
-        );
+        render.record(total as f64 / 1e3);
+        handoff.record(h as f64 / 1e3);
+        own.record((total - h) as f64 / 1e3);
+        for t in b.threads.iter().filter(|t| t.index > 0) {
+            wake.record(t.wake_latency_ns as f64 / 1e3);
+        }
     };
     while t0.elapsed() < duration {
         std::thread::sleep(Duration::from_millis(20));
@@ -91,16 +88,19 @@ fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
         sines: 0,
         threads: 2,
         buffer_frames: 128,
-        buffers: render.len(),
-        render_us: Percentiles::of(&mut render),
-        os_handoff_us: Percentiles::of(&mut handoff),
-        engine_own_us: Percentiles::of(&mut own),
-        worker_wake_us: Percentiles::of(&mut wake),
+        buffers: usize::try_from(render.count()).unwrap_or(usize::MAX),
+        render_us: render.percentiles(),
+        os_handoff_us: handoff.percentiles(),
+        engine_own_us: own.percentiles(),
+        worker_wake_us: wake.percentiles(),
         driver_sched,
     })
 }
 
 pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
+    if let Some(BenchMode::Soak(soak)) = &args.mode {
+        return crate::bench_soak::soak(soak);
+    }
     let provenance = Provenance::collect(
         env!("CARGO_PKG_VERSION"),
         xrunlab_sys::default_proc_root(),

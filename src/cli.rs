@@ -118,13 +118,45 @@ pub struct RenderArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    #[command(subcommand)]
+    pub mode: Option<BenchMode>,
     /// Shorter measurements (for a quick look; noisier).
     #[arg(long)]
     pub quick: bool,
     /// Write the figures as JSON too.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchMode {
+    /// Run the engine for a long time (32 frames unless --buffer says otherwise) and sample
+    /// the process's resident memory, to show it stays flat (target: under 2 MB of growth).
+    Soak(SoakArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SoakArgs {
+    /// How long to run, e.g. 30m, 3m, 8h.
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// How often to sample resident memory (also sampled at the start and the end).
+    #[arg(long, value_name = "DUR", default_value = "1m", value_parser = parse_duration)]
+    pub sample_every: Duration,
+    /// Also write `run --csv`'s per-buffer rows, to a temporary file removed at the end.
+    #[arg(long, conflicts_with = "dashboard")]
+    pub csv: bool,
+    /// Soak the dashboard's path instead of `run`'s: its engine thread, telemetry and server,
+    /// with one WebSocket reader standing in for a page (no browser).
+    #[arg(long)]
+    pub dashboard: bool,
+    /// Write the samples, growth and provenance as JSON too.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

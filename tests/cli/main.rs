@@ -5,6 +5,7 @@ mod errors;
 mod lost;
 mod render;
 mod run;
+mod soak;
 
 use std::process::{Command, Output};
 

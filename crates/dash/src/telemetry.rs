@@ -47,6 +47,37 @@ impl ThreadColumns {
         self.busy_us.clear();
     }
 
+    fn with_capacity(n: usize) -> ThreadColumns {
+        ThreadColumns {
+            sines: Vec::with_capacity(n),
+            cpu: Vec::with_capacity(n),
+            wake_us: Vec::with_capacity(n),
+            busy_us: Vec::with_capacity(n),
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.sines
+            .capacity()
+            .min(self.cpu.capacity())
+            .min(self.wake_us.capacity())
+            .min(self.busy_us.capacity())
+    }
+
+    fn bytes(&self) -> usize {
+        self.sines.capacity() * 4
+            + self.cpu.capacity() * 2
+            + self.wake_us.capacity() * 4
+            + self.busy_us.capacity() * 4
+    }
+
+    fn shrink_to(&mut self, n: usize) {
+        self.sines.shrink_to(n);
+        self.cpu.shrink_to(n);
+        self.wake_us.shrink_to(n);
+        self.busy_us.shrink_to(n);
+    }
+
     fn push_missing(&mut self) {
         self.sines.push(0);
         self.cpu.push(-1);
@@ -55,8 +86,14 @@ impl ThreadColumns {
     }
 }
 
+/// Columns are sized for this many buffers per frame: at 16 frames and 384 kHz a 33 ms frame
+/// holds about 800 buffers.
+const COLUMN_CAPACITY: usize = 1024;
+
 /// Gathers buffers between frames. Column vectors are kept between frames so a steady
-/// stream does not allocate except for the serialized text.
+/// stream does not allocate except for the serialized text; after a frame that gathered far
+/// more (the owner was held up, e.g. by a restart) they shrink back, so the dashboard's memory
+/// stays flat however long it runs. Nothing is kept across frames but counts.
 #[derive(Debug)]
 pub struct Aggregator {
     base_ns: u64,
@@ -119,10 +156,10 @@ impl Aggregator {
     pub fn new(base_ns: u64) -> Aggregator {
         Aggregator {
             base_ns,
-            ts_ms: Vec::with_capacity(1024),
-            load_pct: Vec::with_capacity(1024),
-            dropout: Vec::with_capacity(1024),
-            active: Vec::with_capacity(1024),
+            ts_ms: Vec::with_capacity(COLUMN_CAPACITY),
+            load_pct: Vec::with_capacity(COLUMN_CAPACITY),
+            dropout: Vec::with_capacity(COLUMN_CAPACITY),
+            active: Vec::with_capacity(COLUMN_CAPACITY),
             threads: Vec::new(),
             thread_slots: 0,
             input_peak: None,
@@ -152,7 +189,7 @@ impl Aggregator {
     fn grow_slots(&mut self, slots: usize) {
         let have = self.ts_ms.len();
         while self.threads.len() < slots {
-            let mut cols = ThreadColumns::default();
+            let mut cols = ThreadColumns::with_capacity(COLUMN_CAPACITY.max(have));
             for _ in 0..have {
                 cols.push_missing();
             }
@@ -207,6 +244,41 @@ impl Aggregator {
         self.ts_ms.len()
     }
 
+    /// Buffers the columns can hold without allocating (the smallest over all columns).
+    pub fn column_capacity(&self) -> usize {
+        let threads = self.threads.iter().map(ThreadColumns::capacity);
+        [
+            self.ts_ms.capacity(),
+            self.load_pct.capacity(),
+            self.dropout.capacity(),
+            self.active.capacity(),
+        ]
+        .into_iter()
+        .chain(threads)
+        .min()
+        .unwrap_or(0)
+    }
+
+    /// Bytes the columns hold allocated (their capacities), for checking that memory stays flat.
+    pub fn column_bytes(&self) -> usize {
+        let threads: usize = self.threads.iter().map(ThreadColumns::bytes).sum();
+        self.ts_ms.capacity() * 8
+            + self.load_pct.capacity() * 4
+            + self.dropout.capacity()
+            + self.active.capacity() * 4
+            + threads
+    }
+
+    fn shrink_columns(&mut self) {
+        self.ts_ms.shrink_to(COLUMN_CAPACITY);
+        self.load_pct.shrink_to(COLUMN_CAPACITY);
+        self.dropout.shrink_to(COLUMN_CAPACITY);
+        self.active.shrink_to(COLUMN_CAPACITY);
+        for c in &mut self.threads {
+            c.shrink_to(COLUMN_CAPACITY);
+        }
+    }
+
     /// Serializes everything gathered since the last frame and starts the next one.
     pub fn take_frame(&mut self, extras: &FrameExtras) -> String {
         self.seq += 1;
@@ -237,6 +309,9 @@ impl Aggregator {
         self.active.clear();
         for c in &mut self.threads {
             c.clear();
+        }
+        if self.ts_ms.capacity() > COLUMN_CAPACITY {
+            self.shrink_columns();
         }
         // Slots of threads that no longer exist (fewer after a restart) stop being sent.
         self.threads.truncate(self.thread_slots);
@@ -329,5 +404,47 @@ mod tests {
         assert_eq!(v["threads"].as_array().unwrap().len(), 3);
         assert_eq!(v["threads"][2]["sines"], serde_json::json!([0, 5]));
         assert_eq!(v["threads"][1]["cpu"], serde_json::json!([-1, -1]));
+    }
+
+    #[test]
+    fn columns_do_not_grow_frame_after_frame() {
+        let mut agg = Aggregator::new(0);
+        agg.set_thread_slots(3);
+        let buffers_per_frame = 50; // 32 frames at 48 kHz, 30 frames a second
+        let frame = |agg: &mut Aggregator, seq: &mut u64, n: usize| {
+            for _ in 0..n {
+                agg.add(&buffer(*seq, 0.2, &[(0, 10, 0), (1, 10, 1), (2, 10, 0)]));
+                *seq += 1;
+            }
+            agg.take_frame(&FrameExtras::default())
+        };
+        let mut seq = 0;
+        frame(&mut agg, &mut seq, buffers_per_frame);
+        let steady = agg.column_bytes();
+        assert!(agg.column_capacity() >= buffers_per_frame);
+        // An hour of frames: no column grows.
+        for _ in 0..108_000 {
+            frame(&mut agg, &mut seq, buffers_per_frame);
+        }
+        assert_eq!(
+            agg.column_bytes(),
+            steady,
+            "an hour of frames leaves the columns as they were"
+        );
+        // A held-up owner drains 10 s of buffers into one frame; the next frame shrinks back.
+        let text = frame(&mut agg, &mut seq, 15_000);
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v["load"].as_array().unwrap().len(),
+            15_000,
+            "the big frame carries every buffer"
+        );
+        frame(&mut agg, &mut seq, buffers_per_frame);
+        assert_eq!(
+            agg.column_bytes(),
+            steady,
+            "after the spike the columns shrink back"
+        );
+        assert_eq!(agg.counts().buffers, seq, "counts keep running");
     }
 }

@@ -17,4 +17,4 @@ pub use device::{Device, DeviceError, DeviceInfo, DeviceSignals};
 pub use engine::{Applied, ChordInfo, Engine, EngineError, ProcessRt, ThreadInfo};
 pub use report::{BufferReport, ThreadReport, ThreadRole};
 pub use rt::driver::{Cycle, CycleOutcome, Renderer};
-pub use summary::{Percentiles, RunStats, Summary, ThreadSummary};
+pub use summary::{Distribution, Percentiles, RunStats, Scale, Summary, ThreadSummary};

@@ -23,7 +23,7 @@ pub use cpu::{
 };
 pub use energy::{PowerMeter, PowerSample, RaplMeter, DEFAULT_WATTS_PER_BUSY_CORE};
 pub use outcome::Outcome;
-pub use procfs::{read_thread_stat, ThreadStat};
+pub use procfs::{read_rss_bytes, read_thread_stat, ThreadStat};
 pub use provenance::{now_rfc3339, Provenance};
 pub use sched::{
     apply_to_current_thread, current_cpu, gettid, hold_cpu_dma_latency, lock_memory,

@@ -1,4 +1,4 @@
-//! Per-thread telemetry from `/proc/<pid>/task/<tid>/{stat,status,schedstat,sched}`. Read by the
+//! Per-thread telemetry from `/proc/<pid>/task/<tid>/{stat,status,schedstat,sched}` and a process's resident memory from `/proc/<pid>/status`. Read by the
 //! non-real-time collector thread; it allocates and does file I/O, so never call it on the
 //! audio path.
 
@@ -89,6 +89,25 @@ pub fn read_thread_stat(proc_root: &Path, pid: i32, tid: i32) -> io::Result<Thre
         .ok()
         .and_then(|s| sched_field(&s, "se.nr_migrations"));
     Ok(out)
+}
+
+/// Resident memory of process `pid` (`"self"` for this one) in bytes: `VmRSS` of
+/// `<proc_root>/<pid>/status`. `InvalidData` names the file when the line is missing or not
+/// "N kB" (kernel threads have no VmRSS).
+pub fn read_rss_bytes(proc_root: &Path, pid: &str) -> io::Result<u64> {
+    let path = proc_root.join(pid).join("status");
+    let status = std::fs::read_to_string(&path)?;
+    status_kib(&status, "VmRSS")
+        .map(|kib| kib.saturating_mul(1024))
+        .ok_or_else(|| invalid(&path, "VmRSS missing or not \"N kB\""))
+}
+
+/// A "Name:\t  N kB" line of /proc/.../status as a number of KiB.
+fn status_kib(status: &str, name: &str) -> Option<u64> {
+    status.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        (key == name).then(|| value.trim().strip_suffix(" kB")?.trim().parse().ok())?
+    })
 }
 
 /// (utime ticks, stime ticks, last cpu) from a stat line. The comm field may contain spaces
@@ -234,6 +253,30 @@ pub(crate) mod tests {
         );
         assert_eq!(parse_stat("no parenthesis at all"), None);
         assert_eq!(parse_stat(""), None);
+    }
+
+    #[test]
+    fn rss_is_read_from_status_in_bytes() {
+        let f = Fixture::new("proc-rss");
+        f.write(
+            "42/status",
+            "Name:\tx\nVmPeak:\t  9000 kB\nVmRSS:\t    5120 kB\nThreads:\t3\n",
+        )
+        .write("43/status", "Name:\tkthread\nThreads:\t1\n")
+        .write("44/status", "VmRSS:\tmany kB\n");
+        assert_eq!(read_rss_bytes(f.path(), "42").unwrap(), 5120 * 1024);
+        for pid in ["43", "44"] {
+            let err = read_rss_bytes(f.path(), pid).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+            assert!(err.to_string().contains("status"), "{err}");
+        }
+        assert_eq!(
+            read_rss_bytes(f.path(), "45").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        // This test process has at least its code and stack resident.
+        let own = read_rss_bytes(Path::new(crate::DEFAULT_PROC_ROOT), "self").unwrap();
+        assert!(own > 64 * 1024, "own RSS {own} bytes");
     }
 
     #[test]

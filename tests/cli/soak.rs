@@ -1,0 +1,168 @@
+//! `xrunlab bench soak`: a short soak on each path samples resident memory at the start, every period and the end, writes its JSON, removes its temporary CSV, and refuses bad flags with exit code 2.
+
+use crate::{run_ok, scratch, xrunlab};
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Samples are at the start, after each period and at the end, in order, each with an RSS.
+fn check_samples(r: &serde_json::Value, periods: usize) -> &Vec<serde_json::Value> {
+    let samples = r["samples"].as_array().unwrap();
+    assert!(
+        samples.len() >= periods + 2,
+        "start, {periods} periodic and end samples: {samples:?}"
+    );
+    let mut last_t = -1.0;
+    for s in samples {
+        let t = s["t_s"].as_f64().unwrap();
+        assert!(t > last_t, "samples in time order: {samples:?}");
+        last_t = t;
+        // Any process with a tokio runtime, an engine and its rings holds megabytes.
+        assert!(s["rss_bytes"].as_u64().unwrap() > 1_000_000, "{s}");
+    }
+    assert!(r["growth_bytes"].is_i64(), "{r}");
+    assert_eq!(r["target_growth_bytes"], 2_000_000);
+    assert_eq!(r["complete"], true, "{r}");
+    assert_eq!(r["end"], "duration reached");
+    samples
+}
+
+#[test]
+fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
+    let dir = scratch("soak-run");
+    let j = dir.join("soak.json");
+    let out = run_ok(&[
+        "bench",
+        "soak",
+        "--duration",
+        "3s",
+        "--sample-every",
+        "1s",
+        "--csv",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("RSS MB"), "{stdout}");
+    assert!(stdout.contains("target under 2 MB"), "{stdout}");
+    let r = json(&j);
+    assert_eq!(r["schema"], "xrunlab.soak/1");
+    assert_eq!(r["path"], "run");
+    assert_eq!(r["config"]["buffer_frames"], 32, "32 frames by default");
+    assert!(
+        r["provenance"]["end_time"].is_string(),
+        "{}",
+        r["provenance"]
+    );
+    let samples = check_samples(&r, 2);
+    // 3 s at 32 frames and 48 kHz is 4500 buffers; the summary counts all of them that arrived.
+    let buffers = r["summary"]["buffers"].as_u64().unwrap();
+    assert!(buffers > 1000, "{buffers}");
+    let last = samples.last().unwrap()["count"].as_u64().unwrap();
+    assert!(last <= buffers && last > 1000, "{last} of {buffers}");
+    assert!(
+        r["summary"]["load_pct"]["p999"].is_f64(),
+        "{}",
+        r["summary"]
+    );
+    // The CSV rows went to a temporary file that is gone now.
+    let line = stdout.lines().find(|l| l.starts_with("csv:")).unwrap();
+    let path = line.split(" written to ").nth(1).unwrap();
+    let path = path.split(" (removed").next().unwrap();
+    assert!(
+        !std::path::Path::new(path).exists(),
+        "{path} should be removed"
+    );
+}
+
+#[test]
+fn a_short_soak_on_the_dashboard_path_reads_frames_over_a_websocket() {
+    let dir = scratch("soak-dash");
+    let j = dir.join("soak.json");
+    let out = run_ok(&[
+        "bench",
+        "soak",
+        "--dashboard",
+        "--duration",
+        "3s",
+        "--sample-every",
+        "1s",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("WebSocket reader received"), "{stdout}");
+    let r = json(&j);
+    assert_eq!(r["path"], "dashboard");
+    check_samples(&r, 2);
+    // About 30 frames a second; a loaded machine may publish fewer, never none.
+    let frames = r["frames_received"].as_u64().unwrap();
+    assert!(frames >= 10, "{frames} frames read in 3 s");
+    assert!(r["summary"].is_null());
+}
+
+#[test]
+fn bad_soak_flags_are_usage_errors() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "soak", "--duration", "0s"], "--duration"),
+        (
+            &["bench", "soak", "--sample-every", "soon"],
+            "--sample-every",
+        ),
+        (&["bench", "soak", "--buffer", "15"], "--buffer"),
+        (&["bench", "soak", "--csv", "--dashboard"], "--dashboard"),
+    ];
+    for (args, flag) in cases {
+        let out = xrunlab().args(*args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "xrunlab {args:?}: {stderr}");
+        assert!(stderr.contains(flag), "xrunlab {args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+#[test]
+fn sigterm_ends_a_soak_early_with_its_samples_and_without_its_csv() {
+    let dir = scratch("soak-term");
+    let j = dir.join("soak.json");
+    let child = xrunlab()
+        .args([
+            "bench",
+            "soak",
+            "--duration",
+            "10m",
+            "--sample-every",
+            "1s",
+            "--csv",
+            "--json",
+            j.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: kill only sends a signal to the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&j);
+    assert_eq!(r["complete"], false, "{r}");
+    assert!(r["end"].as_str().unwrap().contains("interrupted"), "{r}");
+    // The start sample, about two periodic ones and the one at the end.
+    assert!(r["samples"].as_array().unwrap().len() >= 3, "{r}");
+    assert!(r["summary"]["buffers"].as_u64().unwrap() > 500, "{r}");
+    let line = stdout.lines().find(|l| l.starts_with("csv:")).unwrap();
+    let path = line.split(" written to ").nth(1).unwrap();
+    let path = path.split(" (removed").next().unwrap();
+    assert!(
+        !std::path::Path::new(path).exists(),
+        "{path} should be removed"
+    );
+}
