@@ -327,11 +327,13 @@ fn callbacks_arrive_at_375_per_second_and_the_engine_agrees_with_the_server() {
         engine.signals().server_load().is_some(),
         "the server's DSP load is recorded"
     );
-    // An unloaded client causes no xruns; a builder sharing the cores may cause one.
+    // An unloaded client causes no xruns; builders sharing the cores may cause a
+    // few, but never more than a small share of the callbacks.
+    let xruns = engine.signals().xruns();
     assert!(
-        engine.signals().xruns() <= 2,
-        "{} xruns",
-        engine.signals().xruns()
+        xruns * 50 <= window.len() as u64,
+        "{xruns} xruns in {} callbacks",
+        window.len()
     );
     within(Duration::from_secs(5), "stop", move || engine.stop(|_| {}));
 }
