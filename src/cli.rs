@@ -29,6 +29,8 @@ pub enum Command {
     Render(RenderArgs),
     /// Measure kernel throughput and engine overhead, and print a table.
     Bench(BenchArgs),
+    /// Probes: timer wake-up latency, the cost of sleeping, thread placement.
+    Probe(crate::lab_cli::ProbeArgs),
 }
 
 #[derive(Debug, Args)]

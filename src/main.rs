@@ -7,6 +7,8 @@ mod dashboard_cmd;
 mod devices;
 mod files;
 mod jack_support;
+mod lab_cli;
+mod lab_cmd;
 mod result;
 mod run_cmd;
 mod signals;
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Render(args)) => run_cmd::render(args),
         Some(cli::Command::Bench(args)) => bench_cmd::bench(args),
         Some(cli::Command::Dashboard(args)) => dashboard_cmd::dashboard(args),
+        Some(cli::Command::Probe(args)) => lab_cmd::probe(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

@@ -1,0 +1,184 @@
+//! The experiments (`probe`, `sweep`, `capacity`) end to end in `--quick` mode: the figures they write obey the properties the measurement guarantees, and bad ranges are usage errors.
+
+use crate::{run_ok, scratch, xrunlab};
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Asserts exit code 2 and that stderr names `flag` and `allowed`.
+fn usage_error(args: &[&str], flag: &str, allowed: &str) {
+    let out = xrunlab().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(flag) && err.contains(allowed),
+        "{args:?} should name {flag} and {allowed}: {err}"
+    );
+}
+
+#[test]
+fn wakeup_probe_counts_every_loop_and_writes_cyclictests_histogram_layout() {
+    let dir = scratch("lab-wakeup");
+    let (j, h, c) = (dir.join("w.json"), dir.join("w.hist"), dir.join("w.csv"));
+    let loops = 300;
+    run_ok(&[
+        "probe",
+        "wakeup",
+        "--quick",
+        "--threads",
+        "2",
+        "--loops",
+        "300",
+        "--interval",
+        "500us",
+        "--histogram",
+        "200",
+        "--histogram-file",
+        h.to_str().unwrap(),
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["schema"], "xrunlab.lab/1");
+    assert_eq!(r["kind"], "probe.wakeup");
+    assert_eq!(r["incomplete"], false);
+    assert!(r["provenance"]["kernel"].is_string());
+    let threads = r["result"]["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2);
+    for t in threads {
+        let in_hist: u64 = t["histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        let over = t["latency"]["overflows"].as_u64().unwrap();
+        assert_eq!(
+            in_hist + over,
+            loops,
+            "histogram counts + overflows = loops: {t}"
+        );
+        let l = &t["latency"];
+        let (min, avg, max) = (
+            l["min_us"].as_f64().unwrap(),
+            l["avg_us"].as_f64().unwrap(),
+            l["max_us"].as_f64().unwrap(),
+        );
+        assert!(min <= avg && avg <= max, "min <= avg <= max: {l}");
+    }
+    // cyclictest -h layout: "%06d %06lu\t%06lu" per bucket, then the summary lines.
+    let text = std::fs::read_to_string(&h).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "# Histogram");
+    let mut total = [0u64; 2];
+    for (us, line) in lines[1..=200].iter().enumerate() {
+        let (bucket, counts) = line.split_once(' ').expect("bucket, space, counts");
+        assert_eq!(bucket, format!("{us:06}"));
+        let counts: Vec<&str> = counts.split('\t').collect();
+        assert_eq!(counts.len(), 2, "{line}");
+        for (i, n) in counts.iter().enumerate() {
+            assert_eq!(n.len(), 6, "{line}");
+            total[i] += n.parse::<u64>().unwrap();
+        }
+    }
+    let field = |title: &str| -> Vec<u64> {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(title))
+            .unwrap_or_else(|| panic!("{title} missing"));
+        line[title.len()..]
+            .split_whitespace()
+            .map(|v| v.parse().unwrap())
+            .collect()
+    };
+    assert_eq!(field("# Total:"), total.to_vec());
+    let over = field("# Histogram Overflows:");
+    assert_eq!(total[0] + over[0], loops);
+    assert_eq!(field("# Min Latencies:").len(), 2);
+    assert_eq!(field("# Avg Latencies:").len(), 2);
+    assert_eq!(field("# Max Latencies:").len(), 2);
+    let csv = std::fs::read_to_string(&c).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        3,
+        "header and one row per thread:\n{csv}"
+    );
+}
+
+#[test]
+fn wakeup_probe_ranges_are_usage_errors_naming_the_flag() {
+    usage_error(
+        &["probe", "wakeup", "--threads", "0"],
+        "--threads",
+        "1..=256",
+    );
+    usage_error(
+        &["probe", "wakeup", "--interval", "1us"],
+        "--interval",
+        "10us..=10s",
+    );
+    usage_error(
+        &["probe", "wakeup", "--priority", "0"],
+        "--priority",
+        "1..=99",
+    );
+    usage_error(
+        &["probe", "wakeup", "--cpus", "999"],
+        "--cpus",
+        "online CPUs",
+    );
+}
+
+#[test]
+fn sigterm_during_the_wakeup_probe_writes_the_loops_done_so_far_marked_incomplete() {
+    use std::process::Stdio;
+    let dir = scratch("lab-wakeup-term");
+    let j = dir.join("w.json");
+    let child = xrunlab()
+        .args([
+            "probe",
+            "wakeup",
+            "--quiet",
+            "--policy",
+            "other",
+            "--duration",
+            "60s",
+            "--json",
+        ])
+        .arg(&j)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    crate::lost::signal(&child, libc::SIGTERM);
+    let out = crate::lost::wait_within(child, std::time::Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&j);
+    assert_eq!(r["incomplete"], true);
+    assert!(
+        r["end_reason"].as_str().unwrap().contains("SIGTERM"),
+        "{}",
+        r["end_reason"]
+    );
+    let t = &r["result"]["threads"][0];
+    let n = t["latency"]["count"].as_u64().unwrap();
+    assert!(
+        n > 0 && n < 60_000,
+        "loops done before the signal are kept: {n}"
+    );
+    let in_hist: u64 = t["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(in_hist + t["latency"]["overflows"].as_u64().unwrap(), n);
+}
