@@ -26,6 +26,8 @@ pub struct LabOut {
 pub enum ProbeCommand {
     /// Timer wake-up latency, like cyclictest: absolute-deadline sleeps on N threads.
     Wakeup(WakeupArgs),
+    /// The CPU cost and accuracy of sleeping threads: interval x sleep call x timer slack x class.
+    Sleep(SleepArgs),
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +81,19 @@ pub struct WakeupArgs {
     /// Write the histogram in cyclictest's -h text layout.
     #[arg(long, value_name = "FILE")]
     pub histogram_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub out: LabOut,
+}
+
+#[derive(Debug, Args)]
+pub struct SleepArgs {
+    /// Sleep intervals to sweep, comma-separated, each 10us..=10ms (default 10 values from
+    /// 10us to 10ms; --quick: 100us,1ms,10ms).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_duration)]
+    pub intervals: Option<Vec<Duration>>,
+    /// Wall time per combination, 20ms..=60s (default 500ms; --quick 150ms).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub per_point: Option<Duration>,
     #[command(flatten)]
     pub out: LabOut,
 }

@@ -1,12 +1,12 @@
 //! The experiment commands (`probe`, `sweep`, `capacity`): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
 
-use crate::lab_cli::{LabOut, PolicyArg, ProbeArgs, ProbeCommand, WakeupArgs};
+use crate::lab_cli::{LabOut, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, WakeupArgs};
 use crate::signals::StopSignals;
 use crate::{files, Failure};
 use std::io::IsTerminal;
 use std::time::Duration;
 use xrunlab_lab::timing::Class;
-use xrunlab_lab::{wakeup, Ctx, Experiment, LabError, LabResult};
+use xrunlab_lab::{sleep, wakeup, Ctx, Experiment, LabError, LabResult};
 use xrunlab_sys::Provenance;
 
 impl From<LabError> for Failure {
@@ -101,6 +101,7 @@ fn execute<T: Experiment>(
 pub fn probe(args: &ProbeArgs) -> Result<(), Failure> {
     match &args.which {
         ProbeCommand::Wakeup(a) => probe_wakeup(a),
+        ProbeCommand::Sleep(a) => probe_sleep(a),
     }
 }
 
@@ -147,4 +148,20 @@ fn probe_wakeup(a: &WakeupArgs) -> Result<(), Failure> {
             None => Ok(()),
         },
     )
+}
+
+fn probe_sleep(a: &SleepArgs) -> Result<(), Failure> {
+    let mut params = if a.out.quick {
+        sleep::SleepParams::quick()
+    } else {
+        sleep::SleepParams::full()
+    };
+    if let Some(i) = &a.intervals {
+        params.intervals = i.clone();
+    }
+    if let Some(d) = a.per_point {
+        params.per_point = d;
+    }
+    params.validate()?;
+    execute(&a.out, &[], |ctx| sleep::run(&params, ctx), |_| Ok(()))
 }

@@ -182,3 +182,63 @@ fn sigterm_during_the_wakeup_probe_writes_the_loops_done_so_far_marked_incomplet
         .sum();
     assert_eq!(in_hist + t["latency"]["overflows"].as_u64().unwrap(), n);
 }
+
+#[test]
+fn sleep_probe_finds_busy_polling_costlier_than_clock_nanosleep_and_names_a_verdict() {
+    let dir = scratch("lab-sleep");
+    let (j, c) = (dir.join("s.json"), dir.join("s.csv"));
+    run_ok(&[
+        "probe",
+        "sleep",
+        "--quick",
+        "--quiet",
+        "--intervals",
+        "1ms",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "probe.sleep");
+    let points = r["result"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 5 * 2, "five calls x two slacks");
+    let cpu = |call: &str, slack: u64| {
+        points
+            .iter()
+            .find(|p| p["call"] == call && p["slack_ns"] == slack)
+            .unwrap()["cpu_pct"]
+            .as_f64()
+            .unwrap()
+    };
+    for slack in [50_000, 1] {
+        let (spin, sleep) = (cpu("busy_poll", slack), cpu("clock_nanosleep_abs", slack));
+        assert!(
+            spin > 2.0 * sleep,
+            "busy-poll {spin} % vs clock_nanosleep {sleep} % (slack {slack})"
+        );
+    }
+    for p in points {
+        assert!(p["wakeups_per_s"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    assert_eq!(r["result"]["verdicts"].as_array().unwrap().len(), 1);
+    assert!(r["result"]["verdicts"][0]["why"]
+        .as_str()
+        .unwrap()
+        .contains("oversleep p99"));
+    assert_eq!(std::fs::read_to_string(&c).unwrap().lines().count(), 11);
+}
+
+#[test]
+fn sleep_probe_ranges_are_usage_errors_naming_the_flag() {
+    usage_error(
+        &["probe", "sleep", "--intervals", "5us"],
+        "--intervals",
+        "10us..=10ms",
+    );
+    usage_error(
+        &["probe", "sleep", "--per-point", "1ms"],
+        "--per-point",
+        "20ms..=60s",
+    );
+}
