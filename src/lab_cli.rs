@@ -28,6 +28,8 @@ pub enum ProbeCommand {
     Wakeup(WakeupArgs),
     /// The CPU cost and accuracy of sleeping threads: interval x sleep call x timer slack x class.
     Sleep(SleepArgs),
+    /// Stragglers: N equal threads started together, where they ran and when each finished.
+    Placement(PlacementArgs),
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +96,36 @@ pub struct SleepArgs {
     /// Wall time per combination, 20ms..=60s (default 500ms; --quick 150ms).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub per_point: Option<Duration>,
+    #[command(flatten)]
+    pub out: LabOut,
+}
+
+#[derive(Debug, Args)]
+pub struct PlacementArgs {
+    /// Equal threads, 1..=256 (default: the online CPUs).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Partial-samples each thread renders with the reference kernel (default 300000000;
+    /// --quick 30000000).
+    #[arg(long, value_name = "N")]
+    pub work: Option<u64>,
+    /// A thread finishing more than this percentage after the median is a straggler, 0..=1000.
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 20.0,
+        allow_negative_numbers = true
+    )]
+    pub straggler_pct: f64,
+    /// Scheduling policy of the threads.
+    #[arg(long, value_enum, default_value_t = PolicyArg::Other)]
+    pub policy: PolicyArg,
+    /// Priority 1..=99 for fifo and rr.
+    #[arg(long, default_value_t = 80)]
+    pub priority: u8,
+    /// Test hook: thread N (0-based) stalls after its work as long as the work took.
+    #[arg(long, value_name = "N", hide = true)]
+    pub inject_straggler: Option<usize>,
     #[command(flatten)]
     pub out: LabOut,
 }

@@ -1,12 +1,14 @@
 //! The experiment commands (`probe`, `sweep`, `capacity`): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
 
-use crate::lab_cli::{LabOut, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, WakeupArgs};
+use crate::lab_cli::{
+    LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, WakeupArgs,
+};
 use crate::signals::StopSignals;
 use crate::{files, Failure};
 use std::io::IsTerminal;
 use std::time::Duration;
 use xrunlab_lab::timing::Class;
-use xrunlab_lab::{sleep, wakeup, Ctx, Experiment, LabError, LabResult};
+use xrunlab_lab::{placement, sleep, wakeup, Ctx, Experiment, LabError, LabResult};
 use xrunlab_sys::Provenance;
 
 impl From<LabError> for Failure {
@@ -102,19 +104,20 @@ pub fn probe(args: &ProbeArgs) -> Result<(), Failure> {
     match &args.which {
         ProbeCommand::Wakeup(a) => probe_wakeup(a),
         ProbeCommand::Sleep(a) => probe_sleep(a),
+        ProbeCommand::Placement(a) => probe_placement(a),
+    }
+}
+
+fn class(policy: PolicyArg, priority: u8) -> Class {
+    match policy {
+        PolicyArg::Fifo => Class::Fifo { priority },
+        PolicyArg::Rr => Class::Rr { priority },
+        PolicyArg::Other => Class::Other { nice: 0 },
     }
 }
 
 fn probe_wakeup(a: &WakeupArgs) -> Result<(), Failure> {
-    let class = match a.policy {
-        PolicyArg::Fifo => Class::Fifo {
-            priority: a.priority,
-        },
-        PolicyArg::Rr => Class::Rr {
-            priority: a.priority,
-        },
-        PolicyArg::Other => Class::Other { nice: 0 },
-    };
+    let class = class(a.policy, a.priority);
     let loops = match (a.loops, a.duration) {
         (Some(l), _) => l,
         (None, d) => {
@@ -164,4 +167,18 @@ fn probe_sleep(a: &SleepArgs) -> Result<(), Failure> {
     }
     params.validate()?;
     execute(&a.out, &[], |ctx| sleep::run(&params, ctx), |_| Ok(()))
+}
+
+fn probe_placement(a: &PlacementArgs) -> Result<(), Failure> {
+    let params = placement::PlacementParams {
+        threads: a.threads.unwrap_or_else(xrunlab_sys::online_cpu_count),
+        work_partial_samples: a
+            .work
+            .unwrap_or(if a.out.quick { 30_000_000 } else { 300_000_000 }),
+        straggler_pct: a.straggler_pct,
+        class: class(a.policy, a.priority),
+        inject_straggler: a.inject_straggler,
+    };
+    params.validate()?;
+    execute(&a.out, &[], |ctx| placement::run(&params, ctx), |_| Ok(()))
 }

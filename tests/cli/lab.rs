@@ -242,3 +242,47 @@ fn sleep_probe_ranges_are_usage_errors_naming_the_flag() {
         "20ms..=60s",
     );
 }
+
+#[test]
+fn placement_probe_flags_a_thread_stalled_on_purpose_as_a_straggler() {
+    let dir = scratch("lab-placement");
+    let j = dir.join("p.json");
+    let out = run_ok(&[
+        "probe",
+        "placement",
+        "--quick",
+        "--quiet",
+        "--threads",
+        "3",
+        "--inject-straggler",
+        "2",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "probe.placement");
+    let threads = r["result"]["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 3);
+    let stalled = &threads[2];
+    assert_eq!(stalled["injected"], true);
+    assert_eq!(
+        stalled["straggler"], true,
+        "the stalled thread is flagged: {stalled}"
+    );
+    assert!(r["result"]["stragglers"]
+        .as_array()
+        .unwrap()
+        .contains(&2.into()));
+    for t in threads {
+        assert!(
+            !t["cpus"].as_array().unwrap().is_empty(),
+            "where it ran is known: {t}"
+        );
+        assert!(t["completion_ms"].as_f64().unwrap() > 0.0);
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("straggler: thread 2 finished") && text.contains("having run on CPUs"),
+        "{text}"
+    );
+}

@@ -9,6 +9,7 @@
 
 pub mod common;
 pub mod hist;
+pub mod placement;
 pub mod sleep;
 pub mod timing;
 pub mod wakeup;
