@@ -31,6 +31,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Probes: timer wake-up latency, the cost of sleeping, thread placement.
     Probe(crate::lab_cli::ProbeArgs),
+    /// Sweeps: throughput against threads and scheduling class.
+    Sweep(crate::lab_cli::SweepArgs),
 }
 
 #[derive(Debug, Args)]

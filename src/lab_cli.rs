@@ -129,3 +129,35 @@ pub struct PlacementArgs {
     #[command(flatten)]
     pub out: LabOut,
 }
+
+#[derive(Debug, Subcommand)]
+pub enum SweepCommand {
+    /// Throughput against thread count and scheduling class (sine kernel and zstd).
+    Threads(ThreadsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(subcommand)]
+    pub which: SweepCommand,
+}
+
+#[derive(Debug, Args)]
+pub struct ThreadsArgs {
+    /// Largest thread count, 1..=256 (default: twice the online CPUs).
+    #[arg(long, value_name = "N")]
+    pub max_threads: Option<usize>,
+    /// Wall time per point, 50ms..=60s (default 1s; --quick 200ms).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub per_point: Option<Duration>,
+    /// The knee: where an added thread brings less than this percentage of one thread's throughput, 0..=100.
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
+    pub knee_pct: f64,
+    #[command(flatten)]
+    pub out: LabOut,
+}

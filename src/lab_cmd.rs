@@ -1,14 +1,15 @@
 //! The experiment commands (`probe`, `sweep`, `capacity`): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
 
 use crate::lab_cli::{
-    LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, WakeupArgs,
+    LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, SweepArgs, SweepCommand,
+    ThreadsArgs, WakeupArgs,
 };
 use crate::signals::StopSignals;
 use crate::{files, Failure};
 use std::io::IsTerminal;
 use std::time::Duration;
 use xrunlab_lab::timing::Class;
-use xrunlab_lab::{placement, sleep, wakeup, Ctx, Experiment, LabError, LabResult};
+use xrunlab_lab::{placement, sleep, threads, wakeup, Ctx, Experiment, LabError, LabResult};
 use xrunlab_sys::Provenance;
 
 impl From<LabError> for Failure {
@@ -181,4 +182,27 @@ fn probe_placement(a: &PlacementArgs) -> Result<(), Failure> {
     };
     params.validate()?;
     execute(&a.out, &[], |ctx| placement::run(&params, ctx), |_| Ok(()))
+}
+
+pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
+    match &args.which {
+        SweepCommand::Threads(a) => sweep_threads(a),
+    }
+}
+
+fn sweep_threads(a: &ThreadsArgs) -> Result<(), Failure> {
+    let mut params = if a.out.quick {
+        threads::ThreadsParams::quick()
+    } else {
+        threads::ThreadsParams::full()
+    };
+    if let Some(n) = a.max_threads {
+        params.max_threads = n;
+    }
+    if let Some(d) = a.per_point {
+        params.per_point = d;
+    }
+    params.knee_pct = a.knee_pct;
+    params.validate()?;
+    execute(&a.out, &[], |ctx| threads::run(&params, ctx), |_| Ok(()))
 }

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Bench(args)) => bench_cmd::bench(args),
         Some(cli::Command::Dashboard(args)) => dashboard_cmd::dashboard(args),
         Some(cli::Command::Probe(args)) => lab_cmd::probe(args),
+        Some(cli::Command::Sweep(args)) => lab_cmd::sweep(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

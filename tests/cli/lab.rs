@@ -286,3 +286,53 @@ fn placement_probe_flags_a_thread_stalled_on_purpose_as_a_straggler() {
         "{text}"
     );
 }
+
+#[test]
+fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
+    let dir = scratch("lab-threads");
+    let (j, c) = (dir.join("t.json"), dir.join("t.csv"));
+    run_ok(&[
+        "sweep",
+        "threads",
+        "--quick",
+        "--quiet",
+        "--max-threads",
+        "2",
+        "--per-point",
+        "100ms",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "sweep.threads");
+    let res = &r["result"];
+    assert_eq!(
+        res["zstd_roundtrip_verified"], true,
+        "zstd output decompresses to its input"
+    );
+    let points = res["points"].as_array().unwrap();
+    assert_eq!(
+        points.len(),
+        2 * 2 * 2,
+        "two workloads x two classes x two counts"
+    );
+    for p in points {
+        assert!(p["throughput"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    assert_eq!(res["knees"].as_array().unwrap().len(), 4);
+    let energy = res["energy"].as_str().unwrap();
+    let has_rapl = std::path::Path::new("/sys/class/powercap/intel-rapl:0").exists();
+    assert_eq!(
+        energy == "RAPL",
+        has_rapl,
+        "energy source stated honestly: {energy}"
+    );
+    assert_eq!(std::fs::read_to_string(&c).unwrap().lines().count(), 9);
+    usage_error(
+        &["sweep", "threads", "--max-threads", "0"],
+        "--max-threads",
+        "1..=256",
+    );
+}

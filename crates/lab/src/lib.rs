@@ -11,6 +11,7 @@ pub mod common;
 pub mod hist;
 pub mod placement;
 pub mod sleep;
+pub mod threads;
 pub mod timing;
 pub mod wakeup;
 
