@@ -15,6 +15,8 @@ command -v npm >/dev/null || need_apt+=(npm)
 # PipeWire serves JACK clients too; its test runs headless when these are present.
 command -v pipewire >/dev/null || need_apt+=(pipewire)
 command -v pw-jack >/dev/null || need_apt+=(pipewire-jack)
+# The wake-up probe is compared with cyclictest (rt-tests).
+command -v cyclictest >/dev/null || need_apt+=(rt-tests)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

@@ -29,6 +29,10 @@ pub enum Command {
     Render(RenderArgs),
     /// Measure kernel throughput and engine overhead, and print a table.
     Bench(BenchArgs),
+    /// Probes: timer wake-up latency, the cost of sleeping, thread placement.
+    Probe(crate::lab_cli::ProbeArgs),
+    /// Sweeps: throughput against threads and scheduling class.
+    Sweep(crate::lab_cli::SweepArgs),
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,8 @@ mod dashboard_cmd;
 mod devices;
 mod files;
 mod jack_support;
+mod lab_cli;
+mod lab_cmd;
 mod result;
 mod run_cmd;
 mod signals;
@@ -32,6 +34,8 @@ fn main() -> ExitCode {
         Some(cli::Command::Render(args)) => run_cmd::render(args),
         Some(cli::Command::Bench(args)) => bench_cmd::bench(args),
         Some(cli::Command::Dashboard(args)) => dashboard_cmd::dashboard(args),
+        Some(cli::Command::Probe(args)) => lab_cmd::probe(args),
+        Some(cli::Command::Sweep(args)) => lab_cmd::sweep(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

@@ -12,14 +12,14 @@ fn json(path: &Path) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{} is not valid JSON ({e}): {text}", path.display()))
 }
 
-fn signal(child: &Child, signal: i32) {
+pub(crate) fn signal(child: &Child, signal: i32) {
     // SAFETY: kill with the pid of our own child and a valid signal number.
     let rc = unsafe { libc::kill(child.id() as i32, signal) };
     assert_eq!(rc, 0, "kill({signal})");
 }
 
 /// Waits for the child to exit, failing the test (and killing it) after `limit`.
-fn wait_within(mut child: Child, limit: Duration) -> Output {
+pub(crate) fn wait_within(mut child: Child, limit: Duration) -> Output {
     let t0 = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if t0.elapsed() > limit {

@@ -1,0 +1,18 @@
+//! xrunlab-lab: the experiments behind `xrunlab probe`, `xrunlab sweep` and `xrunlab capacity`, built on the engine, the DSP kernels and the system interfaces; each experiment runs its measuring threads itself and is driven from the caller's (main) thread.
+//!
+//! Every experiment takes a [`Ctx`] (stop flag and progress bar) and returns a
+//! value that serializes into a [`LabResult`]: the same provenance as a `run`
+//! result, whether it was cut short (`incomplete`), its warnings, and the
+//! experiment's own figures; [`Experiment::table`] gives its CSV rows.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod common;
+pub mod hist;
+pub mod placement;
+pub mod sleep;
+pub mod threads;
+pub mod timing;
+pub mod wakeup;
+
+pub use common::{Ctx, Experiment, LabError, LabResult, Table};

@@ -1,0 +1,170 @@
+//! Clocks, sleeps and scheduling classes for the measuring threads: CLOCK_MONOTONIC and per-thread CPU time reads, absolute-deadline sleeps, and applying a scheduling class to the calling thread; called on the measuring threads, allocation-free except [`Class::apply`] (once at thread start).
+
+use serde::Serialize;
+use xrunlab_sys::{Outcome, RtPolicy, RtRequest};
+
+/// Nanoseconds of `clock`. Allocation-free.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live, writable timespec; clock_gettime writes only it.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds.
+pub fn mono_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CPU time the calling thread has used, in nanoseconds (CLOCK_THREAD_CPUTIME_ID).
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// A timespec for `ns` nanoseconds.
+pub fn timespec(ns: u64) -> libc::timespec {
+    libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (clock_nanosleep with TIMER_ABSTIME),
+/// resuming after signal interruptions. Allocation-free.
+pub fn sleep_until(deadline_ns: u64) {
+    let ts = timespec(deadline_ns);
+    loop {
+        // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null with TIMER_ABSTIME.
+        let rc = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+        if rc != libc::EINTR {
+            return;
+        }
+    }
+}
+
+/// A scheduling class a measuring thread asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "policy")]
+pub enum Class {
+    /// SCHED_OTHER at this nice value.
+    Other {
+        /// -20..=19.
+        nice: i32,
+    },
+    /// SCHED_BATCH (nice 0).
+    Batch,
+    /// SCHED_IDLE.
+    Idle,
+    /// SCHED_FIFO at this priority.
+    Fifo {
+        /// 1..=99.
+        priority: u8,
+    },
+    /// SCHED_RR at this priority.
+    Rr {
+        /// 1..=99.
+        priority: u8,
+    },
+}
+
+impl Class {
+    /// A short name, e.g. "other-nice19", "fifo-80".
+    pub fn label(self) -> String {
+        match self {
+            Class::Other { nice } => format!("other-nice{nice}"),
+            Class::Batch => "batch".into(),
+            Class::Idle => "idle".into(),
+            Class::Fifo { priority } => format!("fifo-{priority}"),
+            Class::Rr { priority } => format!("rr-{priority}"),
+        }
+    }
+
+    /// Applies the class (and `cpus`, if given) to the calling thread; the outcome says what it
+    /// runs with when refused. Allocates: call once at thread start.
+    pub fn apply(self, cpus: Option<&[usize]>) -> Applied {
+        let (priority, policy) = match self {
+            Class::Fifo { priority } => (Some(priority), RtPolicy::Fifo),
+            Class::Rr { priority } => (Some(priority), RtPolicy::RoundRobin),
+            _ => (None, RtPolicy::Fifo),
+        };
+        let report = xrunlab_sys::apply_to_current_thread(&RtRequest {
+            priority,
+            policy,
+            cpus: cpus.map(<[usize]>::to_vec),
+            ..RtRequest::default()
+        });
+        let class = match self {
+            Class::Fifo { .. } | Class::Rr { .. } => report.priority.clone(),
+            Class::Other { nice } => xrunlab_sys::sched::set_current_thread_nice(nice),
+            Class::Batch => set_policy(libc::SCHED_BATCH, "SCHED_BATCH"),
+            Class::Idle => set_policy(libc::SCHED_IDLE, "SCHED_IDLE"),
+        };
+        Applied {
+            tid: report.tid,
+            requested: self.label(),
+            class,
+            affinity: report.affinity,
+        }
+    }
+}
+
+/// What [`Class::apply`] obtained.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Applied {
+    /// Kernel thread id.
+    pub tid: i32,
+    /// The class asked for.
+    pub requested: String,
+    /// Whether the class took effect, or what runs instead.
+    pub class: Outcome,
+    /// Whether pinning took effect.
+    pub affinity: Outcome,
+}
+
+impl Applied {
+    /// A warning line when the class or the pinning was refused.
+    pub fn warning(&self, who: &str) -> Option<String> {
+        for (what, o) in [
+            ("scheduling class", &self.class),
+            ("affinity", &self.affinity),
+        ] {
+            if let Outcome::Refused { reason, fallback } = o {
+                return Some(format!(
+                    "{who}: {what} {} refused ({reason}); running with {fallback}",
+                    self.requested
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// Switches the calling thread to the non-real-time `policy` (SCHED_BATCH or SCHED_IDLE).
+fn set_policy(policy: libc::c_int, name: &str) -> Outcome {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a live sched_param the kernel only reads.
+    let rc = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    if rc == 0 {
+        Outcome::Applied {
+            detail: name.to_string(),
+        }
+    } else {
+        Outcome::Refused {
+            reason: format!(
+                "sched_setscheduler({name}) failed: {}",
+                std::io::Error::last_os_error()
+            ),
+            fallback: "SCHED_OTHER".into(),
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! `probe wakeup`: cyclictest-grade timer latency. N measuring threads each sleep to absolute CLOCK_MONOTONIC deadlines one interval apart and record how late they woke into a preallocated histogram; the caller's thread shows progress, polls the stop flag and optionally drives the audio engine at a load meanwhile.
+
+use crate::common::{check_range, start_progress, Ctx, Experiment, LabError, Table};
+use crate::hist::{Histogram, LatencySummary};
+use crate::timing::{mono_ns, sleep_until, Applied, Class};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::Duration;
+use xrunlab_engine::device::sim::SimDevice;
+use xrunlab_engine::{Engine, EngineConfig, RunStats};
+use xrunlab_sys::Outcome;
+
+/// Threads allowed.
+pub const THREADS_RANGE: (usize, usize) = (1, 256);
+/// Interval allowed, in µs.
+pub const INTERVAL_US_RANGE: (u64, u64) = (10, 10_000_000);
+/// Histogram cap allowed, in µs.
+pub const HISTOGRAM_US_RANGE: (usize, usize) = (1, 1_000_000);
+
+/// What to measure.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeupParams {
+    /// Measuring threads.
+    pub threads: usize,
+    /// Their scheduling class.
+    pub class: Class,
+    /// Time between deadlines.
+    pub interval: Duration,
+    /// Deadlines per thread.
+    pub loops: u64,
+    /// Pin thread i to `cpus[i % len]`, as cyclictest -a does.
+    pub cpus: Option<Vec<usize>>,
+    /// Hold /dev/cpu_dma_latency at 0 µs (cyclictest does by default).
+    pub pm_qos: bool,
+    /// mlockall before measuring.
+    pub mlock: bool,
+    /// Run the audio engine on the simulated device with this many sines meanwhile.
+    pub with_load: Option<usize>,
+    /// Histogram buckets (1 µs each); later wake-ups count as overflows.
+    pub histogram_us: usize,
+}
+
+impl WakeupParams {
+    /// Checks every range, naming the flag.
+    pub fn validate(&self) -> Result<(), LabError> {
+        check_range(
+            "--threads",
+            self.threads,
+            THREADS_RANGE.0,
+            THREADS_RANGE.1,
+            "",
+        )?;
+        let us = self.interval.as_micros() as u64;
+        check_range(
+            "--interval",
+            us,
+            INTERVAL_US_RANGE.0,
+            INTERVAL_US_RANGE.1,
+            " µs (10us..=10s)",
+        )?;
+        check_range("--loops", self.loops, 1, u64::MAX / 2, "")?;
+        check_range(
+            "--histogram",
+            self.histogram_us,
+            HISTOGRAM_US_RANGE.0,
+            HISTOGRAM_US_RANGE.1,
+            " µs",
+        )?;
+        if let Class::Fifo { priority } | Class::Rr { priority } = self.class {
+            check_range("--priority", priority, 1, 99, "")?;
+        }
+        if let Some(cpus) = &self.cpus {
+            let online = xrunlab_sys::online_cpus(xrunlab_sys::default_sys_root());
+            if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
+                return Err(crate::common::invalid(
+                    "--cpus",
+                    bad,
+                    &format!("online CPUs {}", xrunlab_sys::format_cpu_list(&online)),
+                ));
+            }
+        }
+        if let Some(n) = self.with_load {
+            let mut c = EngineConfig {
+                sines: n,
+                ..EngineConfig::default()
+            };
+            c.burst_sines = 0;
+            c.validate()
+                .map_err(|e| crate::common::invalid("--with-load", &e.value, &e.allowed))?;
+        }
+        Ok(())
+    }
+}
+
+/// One thread's latencies.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThreadLatency {
+    /// 0-based, as cyclictest numbers them.
+    pub index: usize,
+    /// Kernel thread id.
+    pub tid: i32,
+    /// The CPU it was pinned to, if any.
+    pub cpu: Option<usize>,
+    /// Scheduling obtained.
+    pub sched: Applied,
+    /// Figures in µs.
+    pub latency: LatencySummary,
+    /// Counts per 1 µs bucket, from 0 µs up to the cap.
+    pub histogram: Vec<u64>,
+    /// Loop numbers of the first overflows.
+    pub overflow_cycles: Vec<u64>,
+}
+
+/// What the engine did while it ran beside the probe.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadReport {
+    /// Sines it rendered.
+    pub sines: usize,
+    /// Buffers it rendered.
+    pub buffers: u64,
+    /// Dropouts meanwhile.
+    pub dropouts: u64,
+    /// Load p50 in percent of the buffer.
+    pub load_p50_pct: Option<f64>,
+}
+
+/// The probe's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeupResult {
+    /// What was asked.
+    pub params: WakeupParams,
+    /// One entry per thread.
+    pub threads: Vec<ThreadLatency>,
+    /// The engine beside the probe, if it ran.
+    pub load: Option<LoadReport>,
+    /// PM QoS outcome.
+    pub pm_qos: Outcome,
+    /// mlockall outcome.
+    pub mlock: Outcome,
+    /// True when the stop flag ended it before every loop ran.
+    pub stopped_early: bool,
+}
+
+/// Runs the probe. Each thread's histogram is allocated before the barrier that starts measuring.
+pub fn run(p: &WakeupParams, ctx: &Ctx) -> Result<WakeupResult, LabError> {
+    p.validate()?;
+    let mlock = if p.mlock {
+        xrunlab_sys::lock_memory()
+    } else {
+        Outcome::NotRequested
+    };
+    let (_qos_guard, pm_qos) = if p.pm_qos {
+        xrunlab_sys::hold_cpu_dma_latency(std::path::Path::new("/dev/cpu_dma_latency"), 0)
+    } else {
+        (None, Outcome::NotRequested)
+    };
+    let mut engine = match p.with_load {
+        Some(sines) => {
+            let mut c = EngineConfig {
+                sines,
+                ..EngineConfig::default()
+            };
+            c.burst_sines = 0;
+            let dev = SimDevice::new(c.sample_rate, c.buffer_frames, false);
+            let threads = c.realtime_threads();
+            Some((
+                Engine::start(c, Box::new(dev))
+                    .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?,
+                RunStats::new(threads),
+            ))
+        }
+        None => None,
+    };
+
+    let interval_ns = p.interval.as_nanos() as u64;
+    let stop = AtomicBool::new(false);
+    let done: Vec<AtomicU64> = (0..p.threads).map(|_| AtomicU64::new(0)).collect();
+    let barrier = Barrier::new(p.threads + 1);
+    start_progress(ctx, p.loops * p.threads as u64, "wakeup");
+    let mut stopped_early = false;
+    let threads = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..p.threads)
+            .map(|i| {
+                let cpu = p.cpus.as_ref().map(|c| c[i % c.len()]);
+                let (barrier, stop, done) = (&barrier, &stop, &done[i]);
+                let (loops, cap, class) = (p.loops, p.histogram_us, p.class);
+                s.spawn(move || {
+                    let sched = class.apply(cpu.as_ref().map(std::slice::from_ref));
+                    let mut hist = Histogram::new(cap);
+                    barrier.wait();
+                    measure(&mut hist, interval_ns, loops, stop, done);
+                    ThreadLatency {
+                        index: i,
+                        tid: sched.tid,
+                        cpu,
+                        sched,
+                        latency: hist.summary(),
+                        histogram: hist.buckets().to_vec(),
+                        overflow_cycles: hist.overflow_cycles().to_vec(),
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        while !handles.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if let Some((e, stats)) = engine.as_mut() {
+                e.drain(|b| stats.add(b));
+            }
+            ctx.progress
+                .set_position(done.iter().map(|d| d.load(Ordering::Relaxed)).sum());
+            if !stopped_early && ctx.stopped() {
+                stopped_early = true;
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a measuring thread panicked"))
+            .collect::<Vec<_>>()
+    });
+    ctx.progress.finish_and_clear();
+    let load = engine.map(|(e, mut stats)| {
+        let sines = e.config().sines;
+        e.stop(|b| stats.add(b));
+        let s = stats.summary();
+        LoadReport {
+            sines,
+            buffers: stats.buffers(),
+            dropouts: stats.dropouts(),
+            load_p50_pct: (s.buffers > 0).then_some(s.load_pct.p50),
+        }
+    });
+    let stopped_early = stopped_early || threads.iter().any(|t| t.latency.count < p.loops);
+    Ok(WakeupResult {
+        params: p.clone(),
+        threads,
+        load,
+        pm_qos,
+        mlock,
+        stopped_early,
+    })
+}
+
+/// The measuring loop: absolute deadlines `interval_ns` apart, latency = wake time - deadline.
+/// Allocation-free; a deadline already past when the thread wakes is skipped, as cyclictest does.
+fn measure(
+    hist: &mut Histogram,
+    interval_ns: u64,
+    loops: u64,
+    stop: &AtomicBool,
+    done: &AtomicU64,
+) {
+    let mut next = mono_ns() + interval_ns;
+    for cycle in 0..loops {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        sleep_until(next);
+        let now = mono_ns();
+        hist.record(now.saturating_sub(next), cycle);
+        done.store(cycle + 1, Ordering::Relaxed);
+        next += interval_ns;
+        while next <= now {
+            next += interval_ns;
+        }
+    }
+}
+
+impl WakeupResult {
+    /// cyclictest's `-h` text: one line per bucket ("%06d %06lu\t%06lu..."), then totals,
+    /// min/avg/max per thread, overflows and the overflow cycles.
+    pub fn histogram_text(&self) -> String {
+        let mut out = String::from("# Histogram\n");
+        let buckets = self.params.histogram_us;
+        for us in 0..buckets {
+            let _ = write!(out, "{us:06}");
+            for (i, t) in self.threads.iter().enumerate() {
+                let sep = if i == 0 { ' ' } else { '\t' };
+                let _ = write!(out, "{sep}{:06}", t.histogram.get(us).copied().unwrap_or(0));
+            }
+            out.push('\n');
+        }
+        let line =
+            |out: &mut String, title: &str, width: usize, f: &dyn Fn(&ThreadLatency) -> u64| {
+                out.push_str(title);
+                for t in &self.threads {
+                    let _ = write!(out, " {:0width$}", f(t));
+                }
+                out.push('\n');
+            };
+        line(&mut out, "# Total:", 9, &|t| {
+            t.latency.count - t.latency.overflows
+        });
+        line(&mut out, "# Min Latencies:", 5, &|t| {
+            t.latency.min_us as u64
+        });
+        line(&mut out, "# Avg Latencies:", 5, &|t| {
+            t.latency.avg_us.round() as u64
+        });
+        line(&mut out, "# Max Latencies:", 5, &|t| {
+            t.latency.max_us as u64
+        });
+        line(&mut out, "# Histogram Overflows:", 5, &|t| {
+            t.latency.overflows
+        });
+        out.push_str("# Histogram Overflow at cycle number:\n");
+        for t in &self.threads {
+            let _ = write!(out, "# Thread {}:", t.index);
+            for c in &t.overflow_cycles {
+                let _ = write!(out, " {c:05}");
+            }
+            let others = t
+                .latency
+                .overflows
+                .saturating_sub(t.overflow_cycles.len() as u64);
+            if others > 0 {
+                let _ = write!(out, " # {others:05} others");
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+impl Experiment for WakeupResult {
+    const KIND: &'static str = "probe.wakeup";
+
+    fn table(&self) -> Table {
+        let mut t = Table::new(&[
+            "thread",
+            "tid",
+            "cpu",
+            "sched",
+            "loops",
+            "min_us",
+            "avg_us",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "max_us",
+            "overflows",
+        ]);
+        for th in &self.threads {
+            let l = &th.latency;
+            t.push(vec![
+                th.index.to_string(),
+                th.tid.to_string(),
+                th.cpu.map(|c| c.to_string()).unwrap_or_default(),
+                th.sched.requested.clone(),
+                l.count.to_string(),
+                format!("{:.3}", l.min_us),
+                format!("{:.3}", l.avg_us),
+                format!("{:.0}", l.p50_us),
+                format!("{:.0}", l.p99_us),
+                format!("{:.0}", l.p999_us),
+                format!("{:.3}", l.max_us),
+                l.overflows.to_string(),
+            ]);
+        }
+        t
+    }
+
+    fn text(&self) -> String {
+        let mut out = format!(
+            "wake-up latency: {} thread(s), {}, interval {:?}, {} loops each\n",
+            self.threads.len(),
+            self.params.class.label(),
+            self.params.interval,
+            self.params.loops
+        );
+        out.push_str(
+            "thread  cpu   loops     min     avg     p50     p99   p99.9     max  overflows (µs)\n",
+        );
+        for t in &self.threads {
+            let l = &t.latency;
+            let _ = writeln!(
+                out,
+                "T{:<5} {:>4} {:>7} {:>7.1} {:>7.1} {:>7.0} {:>7.0} {:>7.0} {:>7.1} {:>10}",
+                t.index,
+                t.cpu.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
+                l.count,
+                l.min_us,
+                l.avg_us,
+                l.p50_us,
+                l.p99_us,
+                l.p999_us,
+                l.max_us,
+                l.overflows
+            );
+        }
+        if let Some(l) = &self.load {
+            let _ = writeln!(
+                out,
+                "engine beside it: {} sines, {} buffers, {} dropouts, load p50 {}",
+                l.sines,
+                l.buffers,
+                l.dropouts,
+                l.load_p50_pct
+                    .map(|v| format!("{v:.1} %"))
+                    .unwrap_or_else(|| "-".into())
+            );
+        }
+        out
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let mut w: Vec<String> = self
+            .threads
+            .iter()
+            .filter_map(|t| t.sched.warning(&format!("thread {}", t.index)))
+            .collect();
+        for (what, o) in [
+            ("PM QoS (/dev/cpu_dma_latency)", &self.pm_qos),
+            ("mlockall", &self.mlock),
+        ] {
+            match o {
+                Outcome::Refused { reason, fallback } => {
+                    w.push(format!("{what} refused ({reason}); {fallback}"))
+                }
+                Outcome::Unsupported { reason } => w.push(format!("{what}: {reason}")),
+                _ => {}
+            }
+        }
+        w
+    }
+
+    fn incomplete(&self) -> bool {
+        self.stopped_early
+    }
+}

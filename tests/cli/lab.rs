@@ -1,0 +1,338 @@
+//! The experiments (`probe`, `sweep`, `capacity`) end to end in `--quick` mode: the figures they write obey the properties the measurement guarantees, and bad ranges are usage errors.
+
+use crate::{run_ok, scratch, xrunlab};
+
+fn json(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Asserts exit code 2 and that stderr names `flag` and `allowed`.
+fn usage_error(args: &[&str], flag: &str, allowed: &str) {
+    let out = xrunlab().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(flag) && err.contains(allowed),
+        "{args:?} should name {flag} and {allowed}: {err}"
+    );
+}
+
+#[test]
+fn wakeup_probe_counts_every_loop_and_writes_cyclictests_histogram_layout() {
+    let dir = scratch("lab-wakeup");
+    let (j, h, c) = (dir.join("w.json"), dir.join("w.hist"), dir.join("w.csv"));
+    let loops = 300;
+    run_ok(&[
+        "probe",
+        "wakeup",
+        "--quick",
+        "--threads",
+        "2",
+        "--loops",
+        "300",
+        "--interval",
+        "500us",
+        "--histogram",
+        "200",
+        "--histogram-file",
+        h.to_str().unwrap(),
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["schema"], "xrunlab.lab/1");
+    assert_eq!(r["kind"], "probe.wakeup");
+    assert_eq!(r["incomplete"], false);
+    assert!(r["provenance"]["kernel"].is_string());
+    let threads = r["result"]["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2);
+    for t in threads {
+        let in_hist: u64 = t["histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        let over = t["latency"]["overflows"].as_u64().unwrap();
+        assert_eq!(
+            in_hist + over,
+            loops,
+            "histogram counts + overflows = loops: {t}"
+        );
+        let l = &t["latency"];
+        let (min, avg, max) = (
+            l["min_us"].as_f64().unwrap(),
+            l["avg_us"].as_f64().unwrap(),
+            l["max_us"].as_f64().unwrap(),
+        );
+        assert!(min <= avg && avg <= max, "min <= avg <= max: {l}");
+    }
+    // cyclictest -h layout: "%06d %06lu\t%06lu" per bucket, then the summary lines.
+    let text = std::fs::read_to_string(&h).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "# Histogram");
+    let mut total = [0u64; 2];
+    for (us, line) in lines[1..=200].iter().enumerate() {
+        let (bucket, counts) = line.split_once(' ').expect("bucket, space, counts");
+        assert_eq!(bucket, format!("{us:06}"));
+        let counts: Vec<&str> = counts.split('\t').collect();
+        assert_eq!(counts.len(), 2, "{line}");
+        for (i, n) in counts.iter().enumerate() {
+            assert_eq!(n.len(), 6, "{line}");
+            total[i] += n.parse::<u64>().unwrap();
+        }
+    }
+    let field = |title: &str| -> Vec<u64> {
+        let line = lines
+            .iter()
+            .find(|l| l.starts_with(title))
+            .unwrap_or_else(|| panic!("{title} missing"));
+        line[title.len()..]
+            .split_whitespace()
+            .map(|v| v.parse().unwrap())
+            .collect()
+    };
+    assert_eq!(field("# Total:"), total.to_vec());
+    let over = field("# Histogram Overflows:");
+    assert_eq!(total[0] + over[0], loops);
+    assert_eq!(field("# Min Latencies:").len(), 2);
+    assert_eq!(field("# Avg Latencies:").len(), 2);
+    assert_eq!(field("# Max Latencies:").len(), 2);
+    let csv = std::fs::read_to_string(&c).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        3,
+        "header and one row per thread:\n{csv}"
+    );
+}
+
+#[test]
+fn wakeup_probe_ranges_are_usage_errors_naming_the_flag() {
+    usage_error(
+        &["probe", "wakeup", "--threads", "0"],
+        "--threads",
+        "1..=256",
+    );
+    usage_error(
+        &["probe", "wakeup", "--interval", "1us"],
+        "--interval",
+        "10us..=10s",
+    );
+    usage_error(
+        &["probe", "wakeup", "--priority", "0"],
+        "--priority",
+        "1..=99",
+    );
+    usage_error(
+        &["probe", "wakeup", "--cpus", "999"],
+        "--cpus",
+        "online CPUs",
+    );
+}
+
+#[test]
+fn sigterm_during_the_wakeup_probe_writes_the_loops_done_so_far_marked_incomplete() {
+    use std::process::Stdio;
+    let dir = scratch("lab-wakeup-term");
+    let j = dir.join("w.json");
+    let child = xrunlab()
+        .args([
+            "probe",
+            "wakeup",
+            "--quiet",
+            "--policy",
+            "other",
+            "--duration",
+            "60s",
+            "--json",
+        ])
+        .arg(&j)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    crate::lost::signal(&child, libc::SIGTERM);
+    let out = crate::lost::wait_within(child, std::time::Duration::from_secs(10));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = json(&j);
+    assert_eq!(r["incomplete"], true);
+    assert!(
+        r["end_reason"].as_str().unwrap().contains("SIGTERM"),
+        "{}",
+        r["end_reason"]
+    );
+    let t = &r["result"]["threads"][0];
+    let n = t["latency"]["count"].as_u64().unwrap();
+    assert!(
+        n > 0 && n < 60_000,
+        "loops done before the signal are kept: {n}"
+    );
+    let in_hist: u64 = t["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(in_hist + t["latency"]["overflows"].as_u64().unwrap(), n);
+}
+
+#[test]
+fn sleep_probe_finds_busy_polling_costlier_than_clock_nanosleep_and_names_a_verdict() {
+    let dir = scratch("lab-sleep");
+    let (j, c) = (dir.join("s.json"), dir.join("s.csv"));
+    run_ok(&[
+        "probe",
+        "sleep",
+        "--quick",
+        "--quiet",
+        "--intervals",
+        "1ms",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "probe.sleep");
+    let points = r["result"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 5 * 2, "five calls x two slacks");
+    let cpu = |call: &str, slack: u64| {
+        points
+            .iter()
+            .find(|p| p["call"] == call && p["slack_ns"] == slack)
+            .unwrap()["cpu_pct"]
+            .as_f64()
+            .unwrap()
+    };
+    for slack in [50_000, 1] {
+        let (spin, sleep) = (cpu("busy_poll", slack), cpu("clock_nanosleep_abs", slack));
+        assert!(
+            spin > 2.0 * sleep,
+            "busy-poll {spin} % vs clock_nanosleep {sleep} % (slack {slack})"
+        );
+    }
+    for p in points {
+        assert!(p["wakeups_per_s"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    assert_eq!(r["result"]["verdicts"].as_array().unwrap().len(), 1);
+    assert!(r["result"]["verdicts"][0]["why"]
+        .as_str()
+        .unwrap()
+        .contains("oversleep p99"));
+    assert_eq!(std::fs::read_to_string(&c).unwrap().lines().count(), 11);
+}
+
+#[test]
+fn sleep_probe_ranges_are_usage_errors_naming_the_flag() {
+    usage_error(
+        &["probe", "sleep", "--intervals", "5us"],
+        "--intervals",
+        "10us..=10ms",
+    );
+    usage_error(
+        &["probe", "sleep", "--per-point", "1ms"],
+        "--per-point",
+        "20ms..=60s",
+    );
+}
+
+#[test]
+fn placement_probe_flags_a_thread_stalled_on_purpose_as_a_straggler() {
+    let dir = scratch("lab-placement");
+    let j = dir.join("p.json");
+    let out = run_ok(&[
+        "probe",
+        "placement",
+        "--quick",
+        "--quiet",
+        "--threads",
+        "3",
+        "--inject-straggler",
+        "2",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "probe.placement");
+    let threads = r["result"]["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 3);
+    let stalled = &threads[2];
+    assert_eq!(stalled["injected"], true);
+    assert_eq!(
+        stalled["straggler"], true,
+        "the stalled thread is flagged: {stalled}"
+    );
+    assert!(r["result"]["stragglers"]
+        .as_array()
+        .unwrap()
+        .contains(&2.into()));
+    for t in threads {
+        assert!(
+            !t["cpus"].as_array().unwrap().is_empty(),
+            "where it ran is known: {t}"
+        );
+        assert!(t["completion_ms"].as_f64().unwrap() > 0.0);
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("straggler: thread 2 finished") && text.contains("having run on CPUs"),
+        "{text}"
+    );
+}
+
+#[test]
+fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
+    let dir = scratch("lab-threads");
+    let (j, c) = (dir.join("t.json"), dir.join("t.csv"));
+    run_ok(&[
+        "sweep",
+        "threads",
+        "--quick",
+        "--quiet",
+        "--max-threads",
+        "2",
+        "--per-point",
+        "100ms",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "sweep.threads");
+    let res = &r["result"];
+    assert_eq!(
+        res["zstd_roundtrip_verified"], true,
+        "zstd output decompresses to its input"
+    );
+    let points = res["points"].as_array().unwrap();
+    assert_eq!(
+        points.len(),
+        2 * 2 * 2,
+        "two workloads x two classes x two counts"
+    );
+    for p in points {
+        assert!(p["throughput"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    assert_eq!(res["knees"].as_array().unwrap().len(), 4);
+    let energy = res["energy"].as_str().unwrap();
+    let has_rapl = std::path::Path::new("/sys/class/powercap/intel-rapl:0").exists();
+    assert_eq!(
+        energy == "RAPL",
+        has_rapl,
+        "energy source stated honestly: {energy}"
+    );
+    assert_eq!(std::fs::read_to_string(&c).unwrap().lines().count(), 9);
+    usage_error(
+        &["sweep", "threads", "--max-threads", "0"],
+        "--max-threads",
+        "1..=256",
+    );
+}
