@@ -233,12 +233,14 @@ impl Engine {
             let request = self.rt_request(index);
             let (shared, threads, ready) = (shared.clone(), self.threads.clone(), ready_tx.clone());
             let slot = first_worker_slot + w;
+            // Read now, before the device starts and can publish a cycle (see worker::run).
+            let generation = shared.generation.load(Ordering::Acquire);
             let handle = std::thread::Builder::new()
                 .name(format!("xrl-worker-{index}"))
                 .spawn(move || {
                     register_thread(&threads, index, ThreadRole::Worker, &request, true);
                     let _ = ready.send(());
-                    worker::run(&shared, slot, tx);
+                    worker::run(&shared, slot, tx, generation);
                 })
                 .map_err(|e| {
                     EngineError::Thread(format!("could not start worker thread {index}: {e}"))

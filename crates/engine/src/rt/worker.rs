@@ -8,8 +8,16 @@ use super::records::{RecordTx, ThreadRecord};
 use std::sync::atomic::Ordering;
 
 /// Runs until `shared.stop` is set. `slot` is this worker's scratch slot.
-pub(crate) fn run(shared: &CycleShared, slot: usize, mut records: RecordTx<ThreadRecord>) {
-    let mut seen = shared.generation.load(Ordering::Acquire);
+/// `seen` is the generation before any cycle was published, read by the engine
+/// before the device starts: a worker that read it itself, after reporting
+/// ready, could read a cycle already published and wait for the next one, which
+/// never comes while the driver waits for this worker to finish the first.
+pub(crate) fn run(
+    shared: &CycleShared,
+    slot: usize,
+    mut records: RecordTx<ThreadRecord>,
+    mut seen: u32,
+) {
     loop {
         let generation = loop {
             let g = shared.generation.load(Ordering::Acquire);
