@@ -5,6 +5,7 @@ mod cli;
 mod csv_out;
 mod dashboard_cmd;
 mod devices;
+mod doctor_cmd;
 mod files;
 mod jack_support;
 mod result;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Render(args)) => run_cmd::render(args),
         Some(cli::Command::Bench(args)) => bench_cmd::bench(args),
         Some(cli::Command::Dashboard(args)) => dashboard_cmd::dashboard(args),
+        Some(cli::Command::Doctor(args)) => doctor_cmd::doctor(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {
