@@ -7,15 +7,19 @@
 //! (e.g. the driver's wake-up latency p50 over that run). The setting **helps** when every
 //! "on" value is lower than every "off" value, **hurts** when every "on" value is higher
 //! than every "off" value, and has **no effect measurable** when the two ranges (min to max
-//! over the repeats) overlap, i.e. the difference is within the spread of repeats. With n
-//! repeats per arm, noise alone separates the arms with probability 2 / C(2n, n): 1 in 3
-//! for 2 repeats, 1 in 10 for 3, 1 in 35 for 4.
+//! over the repeats) overlap, i.e. the difference is within the spread of repeats, or when
+//! the medians differ by less than [`MIN_EFFECT`] (5 %) of the "off" median, a difference
+//! too small to matter even if it is steady. With n repeats per arm, noise alone separates
+//! the arms with probability 2 / C(2n, n): 1 in 3 for 2 repeats, 1 in 10 for 3, 1 in 35 for 4.
 
 use serde::Serialize;
 use std::time::{Duration, Instant};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{BusyConfig, Engine, EngineConfig, RunStats};
 use xrunlab_sys::Outcome;
+
+/// The smallest difference of medians, relative to the "off" median, that counts as an effect.
+pub const MIN_EFFECT: f64 = 0.05;
 
 /// How long and how often to measure.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -246,11 +250,13 @@ impl Verdict {
         }
     }
 
-    /// The rule for one metric (lower is better): disjoint ranges decide, overlap is "no
-    /// effect measurable".
+    /// The rule for one metric (lower is better): disjoint ranges decide, overlap (or a
+    /// difference of medians below [`MIN_EFFECT`]) is "no effect measurable".
     pub fn judge(off: &Spread, on: &Spread) -> Verdict {
         if off.values.len() < 2 || on.values.len() < 2 {
             Verdict::Incomplete
+        } else if (on.median - off.median).abs() < MIN_EFFECT * off.median.abs() {
+            Verdict::NoEffectMeasurable
         } else if on.max < off.min {
             Verdict::Helps
         } else if on.min > off.max {
@@ -529,9 +535,11 @@ pub fn measure(
         rule: format!(
             "each run gives one value per metric; \"helps\" = every run with the setting beat every run without it, \
              \"hurts\" = every run with it was worse, \"no effect measurable\" = the ranges (min..max over the {} repeats \
-             of each arm) overlap, i.e. the difference is within the spread of repeats. With no real effect, noise alone \
-             separates the arms with probability 2/C(2n,n) = 1 in {:.0} for n = {}. The verdict is the primary metric's (marked *).",
+             of each arm) overlap, i.e. the difference is within the spread of repeats, or the medians differ by less than \
+             {:.0} % of the \"off\" median. With no real effect, noise alone separates the arms with probability \
+             2/C(2n,n) = 1 in {:.0} for n = {}. The verdict is the primary metric's (marked *).",
             plan.repeats,
+            MIN_EFFECT * 100.0,
             1.0 / chance,
             plan.repeats
         ),

@@ -34,7 +34,13 @@ fn freqs(ctx: &Ctx) -> Vec<Freq> {
             if !d.is_dir() {
                 return None;
             }
-            let text = |name: &str| read_optional(&d.join(name)).ok().flatten();
+            // An empty attribute says nothing, like a missing one.
+            let text = |name: &str| {
+                read_optional(&d.join(name))
+                    .ok()
+                    .flatten()
+                    .filter(|v| !v.is_empty())
+            };
             let khz = |name: &str| text(name).and_then(|v| v.parse().ok());
             Some(Freq {
                 cpu,
@@ -463,6 +469,24 @@ fn idle(ctx: &Ctx) -> Finding {
         "driver {driver}; states: {listing}; a {}-frame buffer at {} Hz lasts {period:.0} us",
         ctx.opts.buffer_frames, ctx.opts.sample_rate
     );
+    let unreadable: Vec<&str> = by_index
+        .values()
+        .filter(|(_, lat, disabled)| !disabled && lat.is_none())
+        .map(|(name, _, _)| name.as_str())
+        .collect();
+    if deep.is_empty() && !unreadable.is_empty() {
+        return Finding::new(
+            id,
+            AREA,
+            title,
+            Status::Unknown,
+            format!(
+                "{reason}: the exit latency of {} is unreadable",
+                unreadable.join(", ")
+            ),
+            source,
+        );
+    }
     let Some(&(_, worst_name, worst)) = deep.iter().max_by_key(|d| d.2) else {
         return Finding::new(
             id,
