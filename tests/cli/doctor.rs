@@ -1,4 +1,4 @@
-//! `xrunlab doctor` as a user runs it: the report and its JSON on this machine, `--measure --quick` with a verdict for every toggle, `--apply` on fixture trees (undone at exit and on SIGTERM, kept with --keep, refused without cpufreq), and bad input.
+//! `xrunlab doctor` as a user runs it: the report and its JSON on this machine, the system facts a run's JSON carries, `--measure --quick` with a verdict for every toggle, `--apply` on fixture trees (undone at exit and on SIGTERM, kept with --keep, refused without cpufreq), and bad input.
 
 use crate::{scratch, xrunlab};
 use std::path::Path;
@@ -362,5 +362,48 @@ fn bad_input_is_a_usage_error() {
         let (_, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_run_records_topology_idle_states_and_frequencies() {
+    let dir = scratch("doctor-run-system");
+    let path = dir.join("r.json");
+    crate::run_ok(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "1s",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let system = &v["system"];
+    let cpus = xrunlab_sys::cpu::online_cpus(xrunlab_sys::default_sys_root()).len();
+    assert_eq!(system["topology"].as_array().unwrap().len(), cpus);
+    let cpufreq = Path::new("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq").exists();
+    if cpufreq {
+        assert!(!system["frequency"]["samples"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        assert!(system["frequency_note"]
+            .as_str()
+            .unwrap()
+            .contains("sampled every 100 ms"));
+    } else {
+        assert_eq!(system["frequency"], serde_json::Value::Null);
+        assert_eq!(
+            system["frequency_note"],
+            "not available on this machine (no cpufreq)"
+        );
+    }
+    if Path::new("/sys/devices/system/cpu/cpu0/cpuidle").exists() {
+        let usage = system["idle_usage"].as_array().unwrap();
+        assert!(!usage.is_empty());
+        assert!(usage
+            .iter()
+            .all(|u| u["entries"].is_u64() && u["name"].is_string()));
     }
 }

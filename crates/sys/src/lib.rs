@@ -17,6 +17,7 @@ pub mod freq_sampler;
 pub mod outcome;
 pub mod procfs;
 pub mod provenance;
+pub mod run_system;
 pub mod sched;
 pub mod topology;
 
@@ -30,6 +31,7 @@ pub use freq_sampler::{FreqSample, FreqSampler, FreqTrace};
 pub use outcome::Outcome;
 pub use procfs::{read_thread_stat, ThreadStat};
 pub use provenance::{now_rfc3339, Provenance};
+pub use run_system::{RunSystem, RunSystemRecorder};
 pub use sched::{
     apply_to_current_thread, current_cpu, gettid, hold_cpu_dma_latency, lock_memory,
     online_cpu_count, DeadlineParams, PmQosGuard, RtPolicy, RtRequest, ThreadSchedReport,

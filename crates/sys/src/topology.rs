@@ -39,8 +39,9 @@ pub fn cpu_topology(sys_root: &Path) -> Vec<CpuTopology> {
             CpuTopology {
                 id: info.id,
                 package_id: read_parsed(&topo.join("physical_package_id")),
-                // The kernel writes -1 for "no cluster"; that reads as absent here.
-                cluster_id: read_parsed(&topo.join("cluster_id")),
+                // The kernel writes -1 (or 65535 where the id is 16 bits, as on x86 VMs) for
+                // "no cluster"; both read as absent here.
+                cluster_id: read_parsed(&topo.join("cluster_id")).filter(|&c: &u64| c < 65_535),
                 core_id: read_parsed(&topo.join("core_id")),
                 smt_siblings: siblings,
                 core_type: info.core_type,
@@ -70,7 +71,7 @@ mod tests {
             (0, 0, "0-1", "0"),
             (1, 0, "0-1", "0"),
             (2, 8, "2", "1"),
-            (3, 9, "3", "-1"),
+            (3, 9, "3", "65535"),
         ] {
             let d = format!("devices/system/cpu/cpu{cpu}/topology");
             f.write(&format!("{d}/core_id"), &format!("{core}\n"))
@@ -88,7 +89,7 @@ mod tests {
         assert_eq!(t[0].core_type.as_deref(), Some("performance"));
         assert_eq!(t[3].core_type.as_deref(), Some("efficiency"));
         assert_eq!(t[2].cluster_id, Some(1));
-        assert_eq!(t[3].cluster_id, None, "-1 means no cluster");
+        assert_eq!(t[3].cluster_id, None, "65535 means no cluster");
         assert_eq!(t[1].package_id, Some(0));
         assert_eq!(t[3].core_id, Some(9));
         assert!(smt_in_use(&t));
