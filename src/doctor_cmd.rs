@@ -54,25 +54,33 @@ fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
 }
 
 fn options(args: &DoctorArgs) -> Result<Options, Failure> {
-    let mut c = EngineConfig::default();
-    c.buffer_frames = args.buffer;
-    c.sample_rate = args.rate;
-    c.validate().map_err(|e| {
-        let flag = match e.field.as_str() {
-            "buffer_frames" => "--buffer",
-            "sample_rate" => "--rate",
-            other => other,
-        };
-        Failure::Usage(format!(
-            "invalid value '{}' for {flag}: allowed {}",
-            e.value, e.allowed
-        ))
-    })?;
+    use xrunlab_engine::config::{BUFFER_FRAMES_RANGE, SAMPLE_RATE_RANGE};
+    for (flag, value, (lo, hi)) in [
+        ("--buffer", args.buffer, BUFFER_FRAMES_RANGE),
+        ("--rate", args.rate, SAMPLE_RATE_RANGE),
+    ] {
+        if !(lo..=hi).contains(&value) {
+            return Err(Failure::Usage(format!(
+                "invalid value '{value}' for {flag}: allowed {lo}..={hi}"
+            )));
+        }
+    }
     Ok(Options {
         buffer_frames: args.buffer,
         sample_rate: args.rate,
-        audio_priority: c.rt.priority.unwrap_or(70),
+        audio_priority: EngineConfig::default().rt.priority.unwrap_or(70),
     })
+}
+
+/// The engine settings every measurement starts from: the defaults at the doctor's buffer
+/// and rate, without bursts (a burst in one arm only would decide the comparison).
+fn measure_base(opts: &Options) -> EngineConfig {
+    EngineConfig {
+        buffer_frames: opts.buffer_frames,
+        sample_rate: opts.sample_rate,
+        burst_sines: 0,
+        ..EngineConfig::default()
+    }
 }
 
 fn roots(args: &DoctorArgs) -> Result<Roots, Failure> {
@@ -150,9 +158,7 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
     say(&report.text());
 
     let measured = if args.measure {
-        let mut base = EngineConfig::default();
-        base.buffer_frames = opts.buffer_frames;
-        base.sample_rate = opts.sample_rate;
+        let base = measure_base(&opts);
         let plan = if args.quick {
             Plan::quick(base)
         } else {

@@ -336,7 +336,7 @@ fn audio_group(ctx: &Ctx) -> Finding {
     let member_of = |name: &str| -> bool {
         groups.iter().any(|g| {
             g.name == name
-                && (g.members.iter().any(|m| *m == user)
+                && (g.members.contains(&user)
                     || ctx.process.as_ref().is_ok_and(|p| p.gids.contains(&g.gid)))
         })
     };

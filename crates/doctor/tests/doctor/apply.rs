@@ -13,9 +13,7 @@ fn with_cpufreq() -> Machine {
             "intel_pstate",
             "powersave",
             "performance powersave",
-            400_000,
-            4_000_000,
-            4_000_000,
+            (400_000, 4_000_000, 4_000_000),
         );
     }
     m

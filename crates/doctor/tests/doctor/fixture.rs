@@ -129,16 +129,14 @@ impl Machine {
             .proc(&format!("{pid}/cmdline"), &(argv.join("\0") + "\0"))
     }
 
-    /// cpufreq files of one CPU.
+    /// cpufreq files of one CPU; frequencies (scaling min, scaling max, hardware max) in kHz.
     pub fn cpufreq(
         &self,
         cpu: usize,
         driver: &str,
         governor: &str,
         available: &str,
-        min_khz: u64,
-        max_khz: u64,
-        hw_max_khz: u64,
+        (min_khz, max_khz, hw_max_khz): (u64, u64, u64),
     ) -> &Machine {
         let d = format!("devices/system/cpu/cpu{cpu}/cpufreq");
         self.sys(&format!("{d}/scaling_driver"), &format!("{driver}\n"))

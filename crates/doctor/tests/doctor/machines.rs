@@ -74,9 +74,7 @@ fn intel_laptop() -> Machine {
             "intel_pstate",
             "powersave",
             "performance powersave",
-            400_000,
-            max,
-            hw_max,
+            (400_000, max, hw_max),
         )
         .sys(
             &format!("devices/system/cpu/cpu{cpu}/cpufreq/energy_performance_preference"),
@@ -284,9 +282,7 @@ fn arm_big_little_board() {
             "cpufreq-dt",
             "schedutil",
             "conservative ondemand userspace powersave performance schedutil",
-            408_000,
-            hw_max,
-            hw_max,
+            (408_000, hw_max, hw_max),
         )
         .idle_states(
             cpu,
@@ -460,9 +456,7 @@ fn amd_desktop() {
                 "amd-pstate-epp",
                 "powersave",
                 "performance powersave",
-                545_000,
-                5_700_000,
-                5_700_000,
+                (545_000, 5_700_000, 5_700_000),
             )
             .sys(
                 &format!("devices/system/cpu/cpu{cpu}/cpufreq/energy_performance_preference"),
