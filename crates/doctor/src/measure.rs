@@ -330,6 +330,16 @@ pub struct MeasureReport {
     pub interrupted: Option<String>,
 }
 
+/// Three significant figures at most, so that small loads (1.53 %) keep the digits a
+/// verdict may rest on.
+fn short(v: f64) -> String {
+    match v.abs() {
+        a if a < 10.0 => format!("{v:.2}"),
+        a if a < 100.0 => format!("{v:.1}"),
+        _ => format!("{v:.0}"),
+    }
+}
+
 /// One run's figures.
 #[derive(Debug, Clone, Copy)]
 struct RunFigures {
@@ -584,7 +594,7 @@ impl MeasureReport {
                         if s.values.is_empty() {
                             format!("-{star}")
                         } else {
-                            format!("{:.1} [{:.1}..{:.1}]{star}", s.median, s.min, s.max)
+                            format!("{} [{}..{}]{star}", short(s.median), short(s.min), short(s.max))
                         }
                     })
                     .collect();
