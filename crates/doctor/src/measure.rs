@@ -594,7 +594,12 @@ impl MeasureReport {
                         if s.values.is_empty() {
                             format!("-{star}")
                         } else {
-                            format!("{} [{}..{}]{star}", short(s.median), short(s.min), short(s.max))
+                            format!(
+                                "{} [{}..{}]{star}",
+                                short(s.median),
+                                short(s.min),
+                                short(s.max)
+                            )
                         }
                     })
                     .collect();

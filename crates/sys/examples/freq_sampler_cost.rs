@@ -34,11 +34,19 @@ fn report(what: &str, sys_root: &Path, seconds: u64) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
-    let cpus: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(64);
+    let cpus: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(64);
 
     let root = std::env::temp_dir().join(format!("xrunlab-freq-cost-{}", std::process::id()));
     std::fs::create_dir_all(root.join("devices/system/cpu")).unwrap();
-    std::fs::write(root.join("devices/system/cpu/online"), format!("0-{}\n", cpus - 1)).unwrap();
+    std::fs::write(
+        root.join("devices/system/cpu/online"),
+        format!("0-{}\n", cpus - 1),
+    )
+    .unwrap();
     for cpu in 0..cpus {
         let d = root.join(format!("devices/system/cpu/cpu{cpu}/cpufreq"));
         std::fs::create_dir_all(&d).unwrap();
