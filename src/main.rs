@@ -6,6 +6,7 @@ mod cli;
 mod csv_out;
 mod dashboard_cmd;
 mod devices;
+mod doctor_cmd;
 mod files;
 mod jack_support;
 mod lab_cli;
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Dashboard(args)) => dashboard_cmd::dashboard(args),
         Some(cli::Command::Probe(args)) => lab_cmd::probe(args),
         Some(cli::Command::Sweep(args)) => lab_cmd::sweep(args),
+        Some(cli::Command::Doctor(args)) => doctor_cmd::doctor(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

@@ -86,6 +86,9 @@ pub struct RunResult {
     pub ring_drops: u64,
     pub events: Vec<Event>,
     pub end: EndOfRun,
+    /// CPU topology, idle-state entries and sampled frequencies over the run; in the final
+    /// file only (checkpoints leave it out).
+    pub system: Option<xrunlab_sys::RunSystem>,
 }
 
 /// What took effect for real-time settings that did not: one line each, for the summary and the JSON.
@@ -266,6 +269,7 @@ impl EngineFacts {
             ring_drops: self.ring_drops,
             events,
             end,
+            system: None,
         }
     }
 }

@@ -62,6 +62,7 @@ struct Session {
     t0: Instant,
     next_checkpoint: Duration,
     checkpoint_failed: bool,
+    system: xrunlab_sys::RunSystemRecorder,
 }
 
 impl Session {
@@ -91,6 +92,10 @@ impl Session {
             t0: Instant::now(),
             next_checkpoint: CHECKPOINT_INTERVAL,
             checkpoint_failed: false,
+            system: xrunlab_sys::RunSystemRecorder::start(
+                xrunlab_sys::default_sys_root(),
+                xrunlab_sys::run_system::RUN_FREQ_INTERVAL,
+            ),
         })
     }
 
@@ -175,17 +180,20 @@ impl Session {
             mut provenance,
             events,
             json,
+            system,
             ..
         } = self;
         let facts = EngineFacts::read(&engine);
         engine.stop(|b| add(&mut stats, &mut csv, &mut csv_error, b));
+        let system = system.finish();
         provenance.finish();
         let end = EndOfRun {
             reason: reason.clone(),
             ok,
             checkpoint: false,
         };
-        let result = facts.into_result(stats.summary(), provenance, events, end);
+        let mut result = facts.into_result(stats.summary(), provenance, events, end);
+        result.system = Some(system);
         let mut errors = Vec::new();
         if let Some(out) = csv {
             if let Err(e) = out.finish() {

@@ -11,24 +11,32 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cpu;
+pub mod cpuidle;
 pub mod energy;
+pub mod freq_sampler;
 pub mod outcome;
 pub mod procfs;
 pub mod provenance;
+pub mod run_system;
 pub mod sched;
+pub mod topology;
 
 pub use cpu::{
     cpu_infos, format_cpu_list, governor_summary, online_cpus, parse_cpu_list, read_cur_freqs_khz,
     CpuInfo,
 };
+pub use cpuidle::{idle_states, idle_usage_delta, IdleState, IdleUsage};
 pub use energy::{PowerMeter, PowerSample, RaplMeter, DEFAULT_WATTS_PER_BUSY_CORE};
+pub use freq_sampler::{FreqSample, FreqSampler, FreqTrace};
 pub use outcome::Outcome;
 pub use procfs::{read_rss_bytes, read_thread_stat, ThreadStat};
 pub use provenance::{now_rfc3339, Provenance};
+pub use run_system::{RunSystem, RunSystemRecorder};
 pub use sched::{
     apply_to_current_thread, current_cpu, gettid, hold_cpu_dma_latency, lock_memory,
     online_cpu_count, DeadlineParams, PmQosGuard, RtPolicy, RtRequest, ThreadSchedReport,
 };
+pub use topology::{cpu_topology, CpuTopology};
 
 use std::path::Path;
 

@@ -550,6 +550,23 @@ pub fn lock_memory() -> Outcome {
     }
 }
 
+/// Undoes [`lock_memory`]: unlocks every page of the process (munlockall). For callers that
+/// compare runs with and without the lock in one process.
+pub fn unlock_memory() -> Outcome {
+    // SAFETY: munlockall takes no arguments and touches no memory of ours.
+    let rc = unsafe { libc::munlockall() };
+    if rc == 0 {
+        Outcome::Applied {
+            detail: "munlockall: pages may be swapped or faulted again".to_owned(),
+        }
+    } else {
+        Outcome::Refused {
+            reason: errno_reason(last_errno(), Request::MemoryLock),
+            fallback: "memory stays locked".to_owned(),
+        }
+    }
+}
+
 /// Keeps a CPU wake-up latency request (PM QoS) in force while it lives. The kernel ties the
 /// request to the open file descriptor: dropping the guard closes it and releases the request.
 #[derive(Debug)]
@@ -966,8 +983,8 @@ mod tests {
         if is_root() {
             assert!(locked.took_effect(), "{locked:?}");
         }
-        // SAFETY: munlockall takes no arguments; undoing the lock keeps other tests ordinary.
-        unsafe { libc::munlockall() };
+        // Undoing the lock keeps other tests ordinary.
+        assert!(unlock_memory().took_effect());
 
         let f = crate::testutil::Fixture::new("pmqos");
         let dev = f.path().join("cpu_dma_latency");

@@ -1,0 +1,212 @@
+//! Applying one named, reversible system setting: write new values to sysfs/procfs files,
+//! remember the old ones, and restore them when the guard is undone or dropped. Used on the
+//! main thread; the binary undoes on exit and on SIGINT/SIGTERM/SIGHUP.
+
+use crate::roots::{shown, Roots};
+use serde::Serialize;
+use std::path::PathBuf;
+use xrunlab_sys::cpu::online_cpus;
+
+/// The settings `--apply` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Setting {
+    /// The cpufreq governor "performance" on every CPU that has cpufreq.
+    Governor,
+    /// `kernel.sched_rt_runtime_us = -1`: RT throttling off.
+    RtRuntime,
+}
+
+impl Setting {
+    /// Every setting, with its name on the command line.
+    pub const ALL: [(Setting, &'static str); 2] = [
+        (Setting::Governor, "governor"),
+        (Setting::RtRuntime, "rt-runtime"),
+    ];
+
+    /// Parses a command-line name; `Err` lists the allowed names.
+    pub fn from_name(name: &str) -> Result<Setting, String> {
+        Setting::ALL
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(s, _)| *s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown setting {name:?} (allowed: {})",
+                    Setting::ALL.map(|(_, n)| n).join(", ")
+                )
+            })
+    }
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        Setting::ALL
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map_or("?", |(_, n)| n)
+    }
+
+    /// What the setting does, for the message printed when it is applied.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Setting::Governor => {
+                "cpufreq governor \"performance\" on every CPU with cpufreq: CPUs stay at their highest frequency"
+            }
+            Setting::RtRuntime => {
+                "kernel.sched_rt_runtime_us = -1: RT throttling off, so real-time threads may use every \
+                 CPU cycle (a runaway one can then hang its CPU: that is why this is undone on exit)"
+            }
+        }
+    }
+}
+
+/// One file changed by an applied setting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// The file written.
+    pub path: PathBuf,
+    /// Its value before.
+    pub old: String,
+    /// The value written.
+    pub new: String,
+}
+
+/// A setting in force. [`Applied::undo`] (or dropping it) writes the old values back, unless
+/// [`Applied::keep`] was called.
+#[derive(Debug)]
+pub struct Applied {
+    setting: Setting,
+    changes: Vec<Change>,
+    kept: bool,
+}
+
+/// Why a setting could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyError {
+    /// The machine lacks what the setting changes (e.g. no cpufreq): nothing was written.
+    Unavailable(String),
+    /// A write failed; every file written before it was restored.
+    Failed(String),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::Unavailable(s) | ApplyError::Failed(s) => f.write_str(s),
+        }
+    }
+}
+
+/// The files a setting writes, with the value it writes to each.
+fn targets(setting: Setting, roots: &Roots) -> Result<Vec<(PathBuf, String)>, ApplyError> {
+    match setting {
+        Setting::Governor => {
+            let files: Vec<(PathBuf, String)> = online_cpus(&roots.sys)
+                .into_iter()
+                .map(|cpu| {
+                    roots.sys(&format!(
+                        "devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+                    ))
+                })
+                .filter(|p| p.exists())
+                .map(|p| (p, "performance".to_owned()))
+                .collect();
+            if files.is_empty() {
+                return Err(ApplyError::Unavailable(format!(
+                    "cannot apply governor: no CPU has cpufreq on this machine ({} is missing), \
+                     so its frequency is not Linux's to set (a virtual machine, or firmware control)",
+                    shown(&roots.sys("devices/system/cpu/cpu*/cpufreq/scaling_governor"))
+                )));
+            }
+            Ok(files)
+        }
+        Setting::RtRuntime => {
+            let p = roots.proc("sys/kernel/sched_rt_runtime_us");
+            if !p.exists() {
+                return Err(ApplyError::Unavailable(format!(
+                    "cannot apply rt-runtime: {} is missing",
+                    shown(&p)
+                )));
+            }
+            Ok(vec![(p, "-1".to_owned())])
+        }
+    }
+}
+
+fn write(path: &std::path::Path, value: &str) -> Result<(), String> {
+    std::fs::write(path, format!("{value}\n"))
+        .map_err(|e| format!("cannot write {value:?} to {}: {e}", shown(path)))
+}
+
+/// Applies `setting` under `roots`. On a failed write, restores what was already written.
+pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
+    let targets = targets(setting, roots)?;
+    let mut applied = Applied {
+        setting,
+        changes: Vec::new(),
+        kept: false,
+    };
+    for (path, new) in targets {
+        let old = std::fs::read_to_string(&path)
+            .map_err(|e| ApplyError::Failed(format!("cannot read {}: {e}", shown(&path))))?
+            .trim()
+            .to_owned();
+        write(&path, &new).map_err(ApplyError::Failed)?;
+        applied.changes.push(Change { path, old, new });
+    }
+    Ok(applied)
+}
+
+impl Applied {
+    /// The setting.
+    pub fn setting(&self) -> Setting {
+        self.setting
+    }
+
+    /// The files changed.
+    pub fn changes(&self) -> &[Change] {
+        &self.changes
+    }
+
+    /// Shell commands that restore the old values by hand.
+    pub fn undo_commands(&self) -> Vec<String> {
+        self.changes
+            .iter()
+            .map(|c| format!("echo {} | sudo tee {}", c.old, shown(&c.path)))
+            .collect()
+    }
+
+    /// Leaves the setting in force when this guard goes away.
+    pub fn keep(mut self) -> Vec<Change> {
+        self.kept = true;
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Writes every old value back; the errors of the writes that failed.
+    pub fn undo(mut self) -> Result<Vec<Change>, String> {
+        self.restore()
+    }
+
+    fn restore(&mut self) -> Result<Vec<Change>, String> {
+        let changes = std::mem::take(&mut self.changes);
+        let errors: Vec<String> = changes
+            .iter()
+            .rev()
+            .filter_map(|c| write(&c.path, &c.old).err())
+            .collect();
+        if errors.is_empty() {
+            Ok(changes)
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+}
+
+impl Drop for Applied {
+    fn drop(&mut self) {
+        if !self.kept {
+            // Nothing to report to from a drop; undo() is the path that reports errors.
+            let _ = self.restore();
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Where the doctor reads the machine from: procfs, sysfs and the rest of the filesystem
+//! (/etc, /boot, /usr, /dev) as three roots, so fixture trees can stand in for a machine.
+//! Used on the main thread.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The three trees the checks read. On a live system: "/proc", "/sys" and "/".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Roots {
+    /// procfs.
+    pub proc: PathBuf,
+    /// sysfs.
+    pub sys: PathBuf,
+    /// The filesystem root holding etc/, boot/, usr/, dev/.
+    pub fs: PathBuf,
+}
+
+impl Roots {
+    /// The running system's trees.
+    pub fn live() -> Roots {
+        Roots {
+            proc: PathBuf::from(xrunlab_sys::DEFAULT_PROC_ROOT),
+            sys: PathBuf::from(xrunlab_sys::DEFAULT_SYS_ROOT),
+            fs: PathBuf::from("/"),
+        }
+    }
+
+    /// True when every root is the live system's.
+    pub fn is_live(&self) -> bool {
+        *self == Roots::live()
+    }
+
+    /// A path under procfs, e.g. `proc("sys/kernel/sched_rt_runtime_us")`.
+    pub fn proc(&self, rel: &str) -> PathBuf {
+        self.proc.join(rel)
+    }
+
+    /// A path under sysfs, e.g. `sys("kernel/realtime")`.
+    pub fn sys(&self, rel: &str) -> PathBuf {
+        self.sys.join(rel)
+    }
+
+    /// A path under the filesystem root, e.g. `fs("etc/group")`.
+    pub fn fs(&self, rel: &str) -> PathBuf {
+        self.fs.join(rel)
+    }
+}
+
+/// Reads a text file for a check. `Err` is the reason it could not be read, in words that
+/// name the file ("/proc/cmdline is missing", "... is unreadable: permission denied"), ready
+/// to become an "unknown" finding.
+pub fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{} is missing", path.display()),
+        _ => format!("{} is unreadable: {}", path.display(), io_words(&e)),
+    })
+}
+
+/// Like [`read`], trimmed, and `Ok(None)` when the file does not exist (absent attributes
+/// are normal: no cpufreq, no RAPL).
+pub fn read_optional(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s.trim().to_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!(
+            "{} is unreadable: {}",
+            path.display(),
+            io_words(&e)
+        )),
+    }
+}
+
+/// Reads and parses a one-value file; `Err` says what was wrong (missing, unreadable, or
+/// "... holds \"x\", not a number").
+pub fn read_value<T: std::str::FromStr>(path: &Path) -> Result<T, String> {
+    let text = read(path)?;
+    let t = text.trim();
+    t.parse()
+        .map_err(|_| format!("{} holds {t:?}, which does not parse", path.display()))
+}
+
+/// An io::Error without std's " (os error N)" suffix, lowercase.
+fn io_words(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_lowercase()
+}
+
+/// Paths the doctor shows in findings: `path` as it is.
+pub fn shown(path: &Path) -> String {
+    path.display().to_string()
+}

@@ -1,0 +1,261 @@
+//! `xrunlab doctor`: checks the machine, optionally applies one reversible setting and measures process-local toggles, prints the report and writes the JSON; runs on the main thread (stop signals only set flags it polls).
+
+use crate::cli::DoctorArgs;
+use crate::files;
+use crate::Failure;
+use serde::Serialize;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xrunlab_doctor::apply::{self, ApplyError, Change, Setting};
+use xrunlab_doctor::measure::{self, MeasureReport, Plan, Toggle};
+use xrunlab_doctor::{Options, Probes, Report, Roots};
+use xrunlab_engine::EngineConfig;
+use xrunlab_sys::Provenance;
+
+/// Version of the doctor JSON layout; bump on incompatible change.
+pub const SCHEMA: &str = "xrunlab.doctor/1";
+
+/// What `--apply` did, for the JSON.
+#[derive(Debug, Serialize)]
+struct AppliedInfo {
+    setting: Setting,
+    description: &'static str,
+    changes: Vec<Change>,
+    /// "undone on exit", "kept (--keep)", or why the undo failed.
+    end: String,
+}
+
+#[derive(Debug, Serialize)]
+struct DoctorResult<'a> {
+    schema: &'static str,
+    provenance: Provenance,
+    report: &'a Report,
+    measure: Option<&'a MeasureReport>,
+    applied: Option<&'a AppliedInfo>,
+    /// 0 when nothing fails, 1 otherwise.
+    exit_status: u8,
+}
+
+/// The stop signals: each only sets a flag (no immediate exit), because an applied setting
+/// must be undone before the process ends.
+fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(signal, flag.clone()).map_err(|e| {
+            Failure::Runtime(format!(
+                "cannot install the handler for signal {signal}: {e}"
+            ))
+        })?;
+    }
+    Ok(flag)
+}
+
+fn options(args: &DoctorArgs) -> Result<Options, Failure> {
+    use xrunlab_engine::config::{BUFFER_FRAMES_RANGE, SAMPLE_RATE_RANGE};
+    for (flag, value, (lo, hi)) in [
+        ("--buffer", args.buffer, BUFFER_FRAMES_RANGE),
+        ("--rate", args.rate, SAMPLE_RATE_RANGE),
+    ] {
+        if !(lo..=hi).contains(&value) {
+            return Err(Failure::Usage(format!(
+                "invalid value '{value}' for {flag}: allowed {lo}..={hi}"
+            )));
+        }
+    }
+    Ok(Options {
+        buffer_frames: args.buffer,
+        sample_rate: args.rate,
+        audio_priority: EngineConfig::default().rt.priority.unwrap_or(70),
+    })
+}
+
+/// The engine settings every measurement starts from: the defaults at the doctor's buffer
+/// and rate, without bursts (a burst in one arm only would decide the comparison).
+fn measure_base(opts: &Options) -> EngineConfig {
+    EngineConfig {
+        buffer_frames: opts.buffer_frames,
+        sample_rate: opts.sample_rate,
+        burst_sines: 0,
+        ..EngineConfig::default()
+    }
+}
+
+fn roots(args: &DoctorArgs) -> Result<Roots, Failure> {
+    let live = Roots::live();
+    let pick =
+        |flag: &str, given: &Option<PathBuf>, default: PathBuf| -> Result<PathBuf, Failure> {
+            match given {
+                None => Ok(default),
+                Some(p) if p.is_dir() => Ok(p.clone()),
+                Some(p) => Err(Failure::Usage(format!(
+                    "invalid value '{}' for {flag}: not a directory",
+                    p.display()
+                ))),
+            }
+        };
+    Ok(Roots {
+        proc: pick("--proc-root", &args.proc_root, live.proc)?,
+        sys: pick("--sys-root", &args.sys_root, live.sys)?,
+        fs: pick("--fs-root", &args.fs_root, live.fs)?,
+    })
+}
+
+/// Where the JSON goes: a file, or standard output for "-".
+fn json_target(args: &DoctorArgs) -> Result<Option<Option<&Path>>, Failure> {
+    match args.json.as_deref() {
+        None => Ok(None),
+        Some(p) if p == Path::new("-") => Ok(Some(None)),
+        Some(p) => {
+            files::check_writable("--json", p)?;
+            Ok(Some(Some(p)))
+        }
+    }
+}
+
+pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
+    let opts = options(args)?;
+    let roots = roots(args)?;
+    let json = json_target(args)?;
+    let to_stdout = json == Some(None);
+    // The text report goes to stdout unless the JSON does.
+    let say = |text: &str| {
+        if to_stdout {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    };
+    let stop = stop_flag()?;
+    let provenance = Provenance::collect(env!("CARGO_PKG_VERSION"), &roots.proc, &roots.sys);
+
+    let mut applied = match args.apply {
+        None => None,
+        Some(setting) => match apply::apply(setting, &roots) {
+            Ok(a) => {
+                say(&format!(
+                    "applied {}: {}\n  undo by hand: {}\n  {}\n\n",
+                    setting.name(),
+                    setting.describe(),
+                    a.undo_commands().join(" && "),
+                    if args.keep {
+                        "kept after exit (--keep)"
+                    } else {
+                        "undone when the doctor exits (also on Ctrl-C, SIGTERM, SIGHUP)"
+                    }
+                ));
+                Some(a)
+            }
+            Err(ApplyError::Unavailable(why)) | Err(ApplyError::Failed(why)) => {
+                return Err(Failure::Runtime(why))
+            }
+        },
+    };
+
+    let report = Report::examine(&roots, &Probes::live(), opts);
+    say(&report.text());
+
+    let measured = if args.measure {
+        let base = measure_base(&opts);
+        let plan = if args.quick {
+            Plan::quick(base)
+        } else {
+            Plan::standard(base)
+        };
+        say("\nMeasuring (process-local settings only; nothing on the system is changed)\n");
+        let should_stop = || stop.load(Ordering::SeqCst);
+        let m = measure::measure(&plan, &Toggle::ALL, &should_stop, &mut |line| {
+            eprintln!("  {line}")
+        });
+        say(&format!("\n{}", m.text()));
+        Some(m)
+    } else {
+        None
+    };
+
+    if let (Some(_), Some(hold)) = (&applied, args.hold) {
+        let name = args.apply.map_or("", Setting::name);
+        eprintln!(
+            "holding {name} for {} (Ctrl-C or SIGTERM ends it sooner)",
+            humantime::format_duration(hold)
+        );
+        let t0 = Instant::now();
+        while t0.elapsed() < hold && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    let mut undo_error = None;
+    let applied_info = applied.take().map(|a| {
+        let setting = a.setting();
+        let undo = a.undo_commands().join(" && ");
+        let (changes, end) = if args.keep {
+            let changes = a.keep();
+            say(&format!(
+                "\n{} kept in force; undo by hand: {undo}\n",
+                setting.name()
+            ));
+            (changes, "kept (--keep)".to_owned())
+        } else {
+            let changes = a.changes().to_vec();
+            match a.undo() {
+                Ok(_) => {
+                    say(&format!(
+                        "\n{} undone: the previous values are back\n",
+                        setting.name()
+                    ));
+                    (changes, "undone on exit".to_owned())
+                }
+                Err(e) => {
+                    let msg = format!(
+                        "undoing {} failed: {e}; undo by hand: {undo}",
+                        setting.name()
+                    );
+                    undo_error = Some(msg.clone());
+                    (changes, msg)
+                }
+            }
+        };
+        AppliedInfo {
+            setting,
+            description: setting.describe(),
+            changes,
+            end,
+        }
+    });
+
+    let exit_status = u8::from(report.failed() || undo_error.is_some());
+    if let Some(target) = json {
+        let mut provenance = provenance;
+        provenance.finish();
+        let result = DoctorResult {
+            schema: SCHEMA,
+            provenance,
+            report: &report,
+            measure: measured.as_ref(),
+            applied: applied_info.as_ref(),
+            exit_status,
+        };
+        let text = serde_json::to_string_pretty(&result)
+            .map_err(|e| Failure::Runtime(format!("cannot serialize the doctor's result: {e}")))?
+            + "\n";
+        match target {
+            None => print!("{text}"),
+            Some(path) => {
+                files::write_atomically(path, text.as_bytes()).map_err(Failure::Runtime)?
+            }
+        }
+    }
+    if let Some(e) = undo_error {
+        return Err(Failure::Runtime(e));
+    }
+    if report.failed() {
+        return Err(Failure::Runtime(format!(
+            "{} check(s) failed (marked FAIL above)",
+            report.counts.fail
+        )));
+    }
+    Ok(())
+}

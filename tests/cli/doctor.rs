@@ -1,0 +1,409 @@
+//! `xrunlab doctor` as a user runs it: the report and its JSON on this machine, the system facts a run's JSON carries, `--measure --quick` with a verdict for every toggle, `--apply` on fixture trees (undone at exit and on SIGTERM, kept with --keep, refused without cpufreq), and bad input.
+
+use crate::{scratch, xrunlab};
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+const STATUSES: [&str; 4] = ["pass", "warn", "fail", "unknown"];
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Exit status 0 when nothing fails, 1 otherwise: checked against the report itself.
+fn check_exit_matches(out: &Output, fails: usize) {
+    let expected = if fails == 0 { 0 } else { 1 };
+    assert_eq!(
+        out.status.code(),
+        Some(expected),
+        "{fails} failing finding(s): {:?}",
+        text(out)
+    );
+}
+
+#[test]
+fn the_report_on_this_machine() {
+    let out = xrunlab().arg("doctor").output().unwrap();
+    let (stdout, stderr) = text(&out);
+    for heading in [
+        "Real-time scheduling",
+        "Kernel",
+        "CPU and power",
+        "Memory, mitigations, uclamp",
+        "Interrupts",
+        "Audio servers",
+        "Tracing",
+    ] {
+        assert!(
+            stdout.contains(&format!("\n{heading}\n")),
+            "heading {heading}: {stdout}"
+        );
+    }
+    for id in [
+        "rt.fifo",
+        "kernel.preempt",
+        "cpu.governor",
+        "cpu.idle_states",
+        "irq.shared",
+        "audio.pipewire",
+        "trace.tracefs",
+    ] {
+        assert!(stdout.contains(&format!("({id})")), "{id} in the report");
+    }
+    assert!(
+        stdout.contains("fix:  ") || !stdout.contains("[warn"),
+        "warnings carry fixes"
+    );
+    let fails = stdout.matches("[FAIL   ]").count();
+    check_exit_matches(&out, fails);
+    if fails > 0 {
+        assert!(stderr.contains("check(s) failed"), "{stderr}");
+    }
+}
+
+#[test]
+fn json_on_standard_output() {
+    let out = xrunlab().args(["doctor", "--json", "-"]).output().unwrap();
+    let (stdout, stderr) = text(&out);
+    let v: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is JSON only ({e}): {stdout}"));
+    assert_eq!(v["schema"], "xrunlab.doctor/1");
+    assert_eq!(v["provenance"]["tool"], "xrunlab");
+    assert!(v["provenance"]["end_time"].is_string());
+    assert!(
+        stderr.contains("(rt.fifo)"),
+        "the text report goes to stderr"
+    );
+    let findings = v["report"]["findings"].as_array().unwrap();
+    assert!(findings.len() >= 30);
+    let mut fails = 0;
+    for f in findings {
+        let status = f["status"].as_str().unwrap();
+        assert!(STATUSES.contains(&status), "{f}");
+        fails += usize::from(status == "fail");
+        for field in ["id", "area", "title", "reason", "source"] {
+            assert!(
+                !f[field].as_str().unwrap_or("").is_empty(),
+                "{field} in {f}"
+            );
+        }
+    }
+    assert_eq!(v["report"]["counts"]["fail"], fails);
+    assert_eq!(v["exit_status"], u64::from(fails > 0));
+    check_exit_matches(&out, fails);
+    // The machine facts the report read: the SCHED_FIFO probe really ran here.
+    assert!(!v["report"]["probes"]["fifo_attempts"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn measure_quick_gives_every_toggle_a_verdict() {
+    let dir = scratch("doctor-measure");
+    let path = dir.join("doctor.json");
+    let t0 = Instant::now();
+    let out = xrunlab()
+        .args(["doctor", "--measure", "--quick", "--json"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    let (stdout, _) = text(&out);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    check_exit_matches(
+        &out,
+        v["report"]["counts"]["fail"].as_u64().unwrap() as usize,
+    );
+    let m = &v["measure"];
+    assert_eq!(m["repeats"], 2);
+    assert_eq!(m["interrupted"], serde_json::Value::Null);
+    let toggles = m["toggles"].as_array().unwrap();
+    let names: Vec<&str> = toggles
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "PM QoS",
+            "mlockall",
+            "SCHED_FIFO",
+            "pinning",
+            "busy threads",
+            "minimum load"
+        ]
+    );
+    for t in toggles {
+        let verdict = t["verdict"].as_str().unwrap();
+        assert!(
+            ["helps", "no_effect_measurable", "hurts", "not_applied"].contains(&verdict),
+            "{t}"
+        );
+        if verdict != "not_applied" {
+            for metric in t["metrics"].as_array().unwrap() {
+                assert_eq!(metric["off"]["values"].as_array().unwrap().len(), 2, "{t}");
+                assert_eq!(metric["on"]["values"].as_array().unwrap().len(), 2, "{t}");
+            }
+        }
+        // The table row names the toggle and its verdict in words.
+        let label = verdict.replace('_', " ");
+        assert!(
+            stdout.contains(&format!("| {} | off |", t["name"].as_str().unwrap())),
+            "{stdout}"
+        );
+        assert!(stdout.contains(&label), "{label} in {stdout}");
+    }
+    assert!(
+        stdout.contains("within the spread of repeats"),
+        "the rule is printed"
+    );
+    eprintln!("doctor --measure --quick took {took:?}");
+}
+
+/// A fixture machine for --apply: 2 CPUs with cpufreq (powersave), RT throttling at 95 %.
+fn fixture(name: &str, cpufreq: bool) -> std::path::PathBuf {
+    let dir = scratch(name);
+    let write = |rel: &str, text: &str| {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write("sys/devices/system/cpu/online", "0-1\n");
+    write("proc/sys/kernel/sched_rt_runtime_us", "950000\n");
+    write("proc/sys/kernel/sched_rt_period_us", "1000000\n");
+    write("fs/etc/group", "audio:x:29:\n");
+    if cpufreq {
+        for cpu in 0..2 {
+            write(
+                &format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"),
+                "powersave\n",
+            );
+        }
+    }
+    dir
+}
+
+fn doctor_on(dir: &Path) -> std::process::Command {
+    let mut c = xrunlab();
+    c.arg("doctor")
+        .arg("--proc-root")
+        .arg(dir.join("proc"))
+        .arg("--sys-root")
+        .arg(dir.join("sys"))
+        .arg("--fs-root")
+        .arg(dir.join("fs"));
+    c
+}
+
+fn governor(dir: &Path, cpu: usize) -> String {
+    std::fs::read_to_string(dir.join(format!(
+        "sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+    )))
+    .unwrap()
+    .trim()
+    .to_owned()
+}
+
+#[test]
+fn apply_governor_is_undone_at_exit_or_kept() {
+    let dir = fixture("doctor-apply", true);
+    let out = doctor_on(&dir)
+        .args(["--apply", "governor", "--json", "-"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("applied governor")
+            && stderr.contains("undo by hand: echo powersave | sudo tee "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(reading proc from "),
+        "the report says it read fixture trees"
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["applied"]["setting"], "governor");
+    assert_eq!(v["applied"]["end"], "undone on exit");
+    assert_eq!(v["applied"]["changes"][1]["old"], "powersave");
+    assert_eq!(v["applied"]["changes"][1]["new"], "performance");
+    assert_eq!(
+        (governor(&dir, 0), governor(&dir, 1)),
+        ("powersave".into(), "powersave".into())
+    );
+
+    let out = doctor_on(&dir)
+        .args(["--apply", "governor", "--keep"])
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&out);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("governor kept in force; undo by hand: echo powersave | sudo tee "),
+        "{stdout}"
+    );
+    assert_eq!(governor(&dir, 1), "performance");
+}
+
+#[test]
+fn apply_is_undone_on_sigterm() {
+    let dir = fixture("doctor-apply-term", true);
+    let runtime = dir.join("proc/sys/kernel/sched_rt_runtime_us");
+    let child = doctor_on(&dir)
+        .args(["--apply", "rt-runtime", "--hold", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The setting is written before the checks run; wait for it (bounded).
+    let t0 = Instant::now();
+    while std::fs::read_to_string(&runtime).unwrap().trim() != "-1" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "rt-runtime was not applied"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Let it reach the hold, then stop it like `kill` does.
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill with the pid of our own child and a valid signal number.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&runtime).unwrap(),
+        "950000\n",
+        "restored on SIGTERM"
+    );
+    assert!(stdout.contains("rt-runtime undone"), "{stdout}");
+    assert!(stderr.contains("holding rt-runtime"), "{stderr}");
+
+    // The governor too, and SIGINT (Ctrl-C) works the same way.
+    let child = doctor_on(&dir)
+        .args(["--apply", "governor", "--hold", "60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while governor(&dir, 0) != "performance" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "governor was not applied"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        (governor(&dir, 0), governor(&dir, 1)),
+        ("powersave".into(), "powersave".into())
+    );
+}
+
+#[test]
+fn apply_governor_without_cpufreq_says_it_cannot() {
+    let dir = fixture("doctor-apply-vm", false);
+    let out = doctor_on(&dir)
+        .args(["--apply", "governor"])
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot apply governor: no CPU has cpufreq on this machine"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_input_is_a_usage_error() {
+    let dir = scratch("doctor-bad");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--buffer".into(), "7".into()],
+            "invalid value '7' for --buffer: allowed 16..=8192",
+        ),
+        (
+            vec!["--rate".into(), "1000".into()],
+            "invalid value '1000' for --rate: allowed 8000..=384000",
+        ),
+        (
+            vec!["--apply".into(), "turbo".into()],
+            "unknown setting \"turbo\" (allowed: governor, rt-runtime)",
+        ),
+        (vec!["--quick".into()], "--measure"),
+        (vec!["--keep".into()], "--apply"),
+        (vec!["--hold".into(), "5s".into()], "--apply"),
+        (
+            vec!["--sys-root".into(), "/nonexistent-xrunlab".into()],
+            "invalid value '/nonexistent-xrunlab' for --sys-root: not a directory",
+        ),
+        (
+            vec![
+                "--json".into(),
+                dir.join("missing/d.json").display().to_string(),
+            ],
+            "missing does not exist",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = xrunlab().arg("doctor").args(&args).output().unwrap();
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_run_records_topology_idle_states_and_frequencies() {
+    let dir = scratch("doctor-run-system");
+    let path = dir.join("r.json");
+    crate::run_ok(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "1s",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let system = &v["system"];
+    let cpus = xrunlab_sys::cpu::online_cpus(xrunlab_sys::default_sys_root()).len();
+    assert_eq!(system["topology"].as_array().unwrap().len(), cpus);
+    let cpufreq = Path::new("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq").exists();
+    if cpufreq {
+        assert!(!system["frequency"]["samples"]
+            .as_array()
+            .unwrap()
+            .is_empty());
+        assert!(system["frequency_note"]
+            .as_str()
+            .unwrap()
+            .contains("sampled every 100 ms"));
+    } else {
+        assert_eq!(system["frequency"], serde_json::Value::Null);
+        assert_eq!(
+            system["frequency_note"],
+            "not available on this machine (no cpufreq)"
+        );
+    }
+    if Path::new("/sys/devices/system/cpu/cpu0/cpuidle").exists() {
+        let usage = system["idle_usage"].as_array().unwrap();
+        assert!(!usage.is_empty());
+        assert!(usage
+            .iter()
+            .all(|u| u["entries"].is_u64() && u["name"].is_string()));
+    }
+}
