@@ -435,12 +435,13 @@ async fn a_page_that_stops_reading_loses_frames_and_the_engine_goes_on() {
         }
     }
     assert!(after["frames_dropped"].as_u64() > Some(0), "{after}");
-    // Meanwhile every buffer was drained and counted: ~375 per second at 128 frames, 48 kHz.
-    let buffers = after["buffers"].as_u64().unwrap() - before["buffers"].as_u64().unwrap();
-    let frames = after["frames"].as_u64().unwrap() - before["frames"].as_u64().unwrap();
+    // Meanwhile every period was drained and counted: ~375 per second at 128 frames,
+    // 48 kHz, rendered or (on a loaded machine) skipped after a late render.
+    let delta = |k: &str| after[k].as_u64().unwrap() - before[k].as_u64().unwrap();
+    let (buffers, skipped, frames) = (delta("buffers"), delta("skipped_periods"), delta("frames"));
     assert!(
-        buffers as f64 > frames as f64 * 12.5 * 0.8,
-        "{buffers} buffers in {frames} frames"
+        (buffers + skipped) as f64 > frames as f64 * 12.5 * 0.8,
+        "{buffers} buffers and {skipped} skipped periods in {frames} frames"
     );
     drop(s);
     running.shutdown().await.unwrap();
