@@ -520,6 +520,7 @@ pub fn gettid() -> i32 {
 
 /// The CPU the calling thread is running on right now, `None` if the kernel cannot say.
 /// Real-time safe: a vDSO/rseq read, no allocation, no lock.
+#[inline]
 pub fn current_cpu() -> Option<usize> {
     // SAFETY: sched_getcpu takes no arguments and only returns a value.
     let cpu = unsafe { libc::sched_getcpu() };

@@ -31,16 +31,13 @@ pub fn clock_ns(clock: libc::clockid_t) -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
-/// The CPU the calling thread runs on, or -1 when the kernel cannot say.
+/// The CPU the calling thread runs on as a record stores it (-1 when the kernel
+/// cannot say): `xrunlab_sys::sched::current_cpu`, the one place that asks.
 #[inline]
 pub fn current_cpu() -> i16 {
-    // SAFETY: sched_getcpu takes no arguments and only reads per-thread state.
-    let cpu = unsafe { libc::sched_getcpu() };
-    if (0..=i32::from(i16::MAX)).contains(&cpu) {
-        cpu as i16
-    } else {
-        -1
-    }
+    xrunlab_sys::sched::current_cpu()
+        .and_then(|c| i16::try_from(c).ok())
+        .unwrap_or(-1)
 }
 
 /// Keeps the core busy with the CPU's low-energy wait hint (x86 `pause`,

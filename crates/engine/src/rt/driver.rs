@@ -285,7 +285,6 @@ impl Renderer {
             render_start_ns: render_start,
             render_end_ns: render_end,
             active_sines: active as u32,
-            computed_sines: 0,
             burst,
             late,
             unfinished_workers,

@@ -2,7 +2,7 @@
 //!
 //! # Rules for this module and everything it calls
 //! - No allocation or deallocation. Buffers, rings and thread slots are
-//!   allocated before the threads start; `tests/no_alloc.rs` proves it with a
+//!   allocated before the threads start; `tests/engine/alloc.rs` proves it with a
 //!   counting allocator around [`alloc_probe`] sections.
 //! - No locks, no printing or logging, no file or socket I/O.
 //! - No blocking syscall except the wake primitive ([`futex`]) and, on the

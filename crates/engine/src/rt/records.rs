@@ -25,8 +25,6 @@ pub struct BufferRecord {
     pub render_end_ns: u64,
     /// Sines sounding (sustained plus burst).
     pub active_sines: u32,
-    /// Partials computed, including those still fading out.
-    pub computed_sines: u32,
     /// Burst in progress.
     pub burst: bool,
     /// The render finished after the deadline.
