@@ -273,6 +273,8 @@ mod tests {
             unfinished_workers: 0,
             input_peak: None,
             server_load_pct: None,
+            injected_stall_ns: 0,
+            injected_hang_worker: 0,
             threads: threads
                 .iter()
                 .map(|&(index, sines, cpu)| ThreadReport {

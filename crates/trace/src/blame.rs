@@ -37,7 +37,9 @@ pub struct AudioThread {
     pub wake_ns: Option<u64>,
     /// When it finished its real work (engine's stamp), if it did.
     pub end_ns: Option<u64>,
-    /// Its median work time (end minus wake) for the same load, if known.
+    /// Its median on-CPU work time for the same load (what [`ThreadBlame::ran_us`] measures;
+    /// xrunlab's engine uses the thread CPU time of its part in recent normal buffers), if
+    /// known.
     pub median_busy_ns: Option<u64>,
 }
 
