@@ -5,12 +5,15 @@ mod cli;
 mod csv_out;
 mod dashboard_cmd;
 mod devices;
+mod explain_run;
+mod explain_text;
 mod files;
 mod jack_support;
 mod result;
 mod run_cmd;
 mod signals;
 mod summary_text;
+mod trace_file;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -17,6 +17,10 @@
 
 pub mod medians;
 
+/// The kernel tracing crate, for callers that stream its events (a trace file) or show its
+/// types: they reach it through the engine, which owns the collection.
+pub use xrunlab_trace as trace;
+
 use crate::config::EngineConfig;
 use crate::engine::ThreadInfo;
 use crate::report::BufferReport;
@@ -281,7 +285,7 @@ impl Explainer {
             seq: b.seq,
             period_start_ns: b.period_start_ns,
             late_by_us: b.render_end_ns.saturating_sub(b.deadline_ns) as f64 / 1000.0,
-            kind: kind(b),
+            kind: dropout_kind(b),
             notes: notes(b),
             blame: None,
             no_card: None,
@@ -453,8 +457,8 @@ impl Explainer {
     }
 }
 
-/// `late`, `incomplete`, `device_xrun`, joined with `+`.
-fn kind(b: &BufferReport) -> String {
+/// What kind of dropout `b` is: `late`, `incomplete`, `device_xrun`, joined with `+`.
+pub fn dropout_kind(b: &BufferReport) -> String {
     let mut kinds = Vec::new();
     if b.late {
         kinds.push("late");
