@@ -2,6 +2,7 @@
 
 mod dashboard;
 mod errors;
+mod explain;
 mod lost;
 mod render;
 mod run;
