@@ -79,10 +79,10 @@ impl Extras {
             Some(e) => e.build_due(false),
             None => Vec::new(),
         };
-        self.to_trace(&fresh, now_ns);
+        self.feed_trace(&fresh, now_ns);
     }
 
-    fn to_trace(&mut self, fresh: &[Dropout], now_ns: u64) {
+    fn feed_trace(&mut self, fresh: &[Dropout], now_ns: u64) {
         let Some(t) = self.trace.as_mut() else {
             return;
         };
@@ -112,12 +112,12 @@ impl Extras {
     /// Builds the remaining cards, stops the tracer, closes the trace file.
     pub fn finish(mut self, now_ns: u64) -> ExtrasResult {
         // The kernel's last events go to the file before the tracer stops.
-        self.to_trace(&[], now_ns);
+        self.feed_trace(&[], now_ns);
         let fresh = match self.explain.as_mut() {
             Some(e) => e.finish(),
             None => Vec::new(),
         };
-        self.to_trace(&fresh, now_ns);
+        self.feed_trace(&fresh, now_ns);
         ExtrasResult {
             explain: self.explain.as_ref().map(|e| e.report(TOP_CULPRITS)),
             dropouts: self
