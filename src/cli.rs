@@ -60,6 +60,10 @@ pub struct DashboardArgs {
     /// Fault injection interval.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall")]
     pub stall_every: Option<Duration>,
+    /// Start with "Explain dropouts" on: a blame card for every dropout from the kernel's own
+    /// scheduler and interrupt events (needs root; the page's checkbox turns it on and off).
+    #[arg(long)]
+    pub explain: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

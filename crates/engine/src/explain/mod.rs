@@ -406,7 +406,7 @@ impl Explainer {
     }
 
     /// The dropouts kept, oldest first.
-    pub fn dropouts(&self) -> impl Iterator<Item = &Dropout> {
+    pub fn dropouts(&self) -> impl DoubleEndedIterator<Item = &Dropout> {
         self.kept.iter()
     }
 
