@@ -317,8 +317,10 @@ pub async fn start(
         engine,
         factory,
         kinds,
-        opts.fault,
-        opts.explain,
+        owner::Initial {
+            fault: opts.fault,
+            explain: opts.explain,
+        },
         frames.clone(),
         shared.clone(),
         done_tx,

@@ -121,18 +121,26 @@ struct Before {
     starts: u64,
 }
 
+/// What the page can change later, as the command line set it.
+pub(crate) struct Initial {
+    /// Stalls to inject from the start.
+    pub fault: Option<Fault>,
+    /// "Explain dropouts" on from the start.
+    pub explain: bool,
+}
+
 /// Starts the owner thread with `engine`; returns the command channel and the thread.
 /// `done` is dropped when the thread ends.
 pub(crate) fn spawn(
     engine: Engine,
     factory: DeviceFactory,
     kinds: Vec<String>,
-    fault: Option<Fault>,
-    explain: bool,
+    initial: Initial,
     frames: broadcast::Sender<Utf8Bytes>,
     shared: Arc<Shared>,
     done: oneshot::Sender<()>,
 ) -> std::io::Result<(mpsc::Sender<Command>, std::thread::JoinHandle<Exit>)> {
+    let Initial { fault, explain } = initial;
     let (tx, rx) = mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("xrl-dash-engine".into())

@@ -477,6 +477,12 @@ fn the_culprit_table_sums_over_cards_and_counts_main_culprits() {
     assert_eq!(top[0].pid, Some(4700));
     assert_eq!(top[0].policy, "SCHED_FIFO 90");
     assert_eq!((top[0].dropouts, top[0].main_culprit_of), (2, 2));
+    // A later card built after the hog exited knows only the trace's priority: the policy
+    // read from procfs stays.
+    let gone = card(&threads, &w, 2520 * US, &[], &NoLookup);
+    assert_eq!(gone.main_culprit.as_ref().unwrap().policy, "RT 90");
+    table.add(&gone);
+    assert_eq!(table.top(1)[0].policy, "SCHED_FIFO 90");
     assert!((top[0].stolen_us - 2040.0).abs() < 1e-6);
     assert!((top[0].max_us - 1020.0).abs() < 1e-6);
     let json = serde_json::to_value(&c).unwrap();
