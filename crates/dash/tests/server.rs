@@ -867,7 +867,18 @@ async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_r
         0,
         "needs root and perf tracepoints (CI runs ignored tests as root)"
     );
-    let running = serve_sim().await;
+    // SCHED_FIFO audio threads, as a real run has: with SCHED_OTHER ones the other tests'
+    // servers may really hold the stalled driver up for longer than its stall.
+    let mut c = config();
+    c.rt.priority = Some(70);
+    let engine = Engine::start(
+        c.clone(),
+        Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, false)),
+    )
+    .unwrap();
+    let running = start(options(), engine, sim_factory(), vec!["sim".into()])
+        .await
+        .unwrap();
     let port = running.local_addr().port();
     let (status, body) = request(port, "PUT", "/api/explain", &[], r#"{"enabled": true}"#).await;
     assert_eq!(status, 200, "{body}");
@@ -922,6 +933,13 @@ async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_r
         }
     }
     let card = blamed.expect("a stalled buffer's card within 10 s");
+    let threads = json_of(&request(port, "GET", "/api/status", &[], "").await.1)["threads"].clone();
+    assert!(
+        threads[0]["sched"]["obtained"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("SCHED_FIFO")),
+        "the driver runs SCHED_FIFO: {threads}"
+    );
     assert_eq!(card["blame"]["cause"], "ran_long", "{card:#}");
     assert_eq!(card["blame"]["thread"], "driver", "{card:#}");
     let v = json_of(&request(port, "GET", "/api/explain", &[], "").await.1);
