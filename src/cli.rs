@@ -66,6 +66,10 @@ pub struct DashboardArgs {
     /// Fault injection interval.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall")]
     pub stall_every: Option<Duration>,
+    /// Start with "Explain dropouts" on: a blame card for every dropout from the kernel's own
+    /// scheduler and interrupt events (needs root; the page's checkbox turns it on and off).
+    #[arg(long)]
+    pub explain: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -104,6 +108,26 @@ pub struct RunArgs {
     /// Print only the summary (no progress line).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Explain every dropout from the kernel's own scheduler and interrupt events (needs root):
+    /// a blame card per dropout in the JSON (`dropouts[].blame`) and a top-culprits table in
+    /// the summary. Where tracing is impossible the reason is said and the run goes on.
+    #[arg(long)]
+    pub explain: bool,
+    /// Write a Perfetto trace (Chrome JSON; opens in ui.perfetto.dev): a track per audio
+    /// thread with each buffer's wake-up and render, load and sine counters, an instant per
+    /// dropout with its verdict, and with --explain the kernel's sched and IRQ slices.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Cap the trace at N events (then only dropout instants are written; the number left
+    /// out is in the file and the result).
+    #[arg(long, value_name = "N", default_value_t = 5_000_000, requires = "trace",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub trace_max_events: u64,
+    /// Keep the slices and counters of one buffer in N in the trace (buffers with a dropout
+    /// always).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "trace",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub trace_every: u32,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -58,6 +58,7 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         port: args.port,
         fault,
         access,
+        explain: args.explain,
     };
     xrunlab_dash::serve(opts, engine, factory, devices::available())
         .map_err(|e: DashError| Failure::Runtime(e.to_string()))

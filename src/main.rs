@@ -7,6 +7,8 @@ mod csv_out;
 mod dashboard_cmd;
 mod devices;
 mod doctor_cmd;
+mod explain_run;
+mod explain_text;
 mod files;
 mod jack_support;
 mod lab_cli;
@@ -15,6 +17,7 @@ mod result;
 mod run_cmd;
 mod signals;
 mod summary_text;
+mod trace_file;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -89,6 +89,15 @@ pub struct RunResult {
     /// CPU topology, idle-state entries and sampled frequencies over the run; in the final
     /// file only (checkpoints leave it out).
     pub system: Option<xrunlab_sys::RunSystem>,
+    /// `--explain`: the tracer, lost kernel events, card counts and top culprits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<xrunlab_engine::explain::ExplainReport>,
+    /// `--explain`: the dropouts kept (the last `explain.max_kept`), each with its blame card.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropouts: Option<Vec<xrunlab_engine::explain::Dropout>>,
+    /// `--trace`: what the Perfetto trace file holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace_file::TraceFileReport>,
 }
 
 /// What took effect for real-time settings that did not: one line each, for the summary and the JSON.
@@ -270,7 +279,20 @@ impl EngineFacts {
             events,
             end,
             system: None,
+            explain: None,
+            dropouts: None,
+            trace: None,
         }
+    }
+}
+
+impl RunResult {
+    /// Adds the `--explain` and `--trace` parts.
+    pub fn with_extras(mut self, extras: crate::explain_run::ExtrasResult) -> RunResult {
+        self.explain = extras.explain;
+        self.dropouts = extras.dropouts;
+        self.trace = extras.trace;
+        self
     }
 }
 

@@ -2,6 +2,7 @@
 
 use crate::cli::{RenderArgs, RunArgs};
 use crate::csv_out::CsvOut;
+use crate::explain_run::Extras;
 use crate::files;
 use crate::result::{write_json, EndOfRun, EngineFacts, Event};
 use crate::signals::StopSignals;
@@ -63,6 +64,7 @@ struct Session {
     next_checkpoint: Duration,
     checkpoint_failed: bool,
     system: xrunlab_sys::RunSystemRecorder,
+    extras: Extras,
 }
 
 impl Session {
@@ -74,9 +76,11 @@ impl Session {
         provenance: Provenance,
         json: Option<&Path>,
         csv: Option<&Path>,
+        mut extras: Extras,
     ) -> Result<Session, Failure> {
         let threads = config.realtime_threads();
         let engine = Engine::start(config, device).map_err(start_error)?;
+        extras.set_threads(&engine.threads());
         let csv = match csv {
             Some(p) => Some(CsvOut::create(p, threads).map_err(Failure::Runtime)?),
             None => None,
@@ -96,6 +100,7 @@ impl Session {
                 xrunlab_sys::default_sys_root(),
                 xrunlab_sys::run_system::RUN_FREQ_INTERVAL,
             ),
+            extras,
         })
     }
 
@@ -108,9 +113,14 @@ impl Session {
             stats,
             csv,
             csv_error,
+            extras,
             ..
         } = self;
-        engine.drain(|b| add(stats, csv, csv_error, b));
+        engine.drain(|b| {
+            add(stats, csv, csv_error, b);
+            extras.buffer(b);
+        });
+        extras.after_drain(xrunlab_engine::rt::clock::now_ns());
         if let Some(out) = self.csv.as_mut() {
             if let Err(e) = out.flush_if_due() {
                 self.csv_error.get_or_insert(e);
@@ -147,12 +157,9 @@ impl Session {
             ok: true,
             checkpoint: true,
         };
-        let result = EngineFacts::read(&self.engine).into_result(
-            self.stats.summary(),
-            provenance,
-            self.events.clone(),
-            end,
-        );
+        let result = EngineFacts::read(&self.engine)
+            .into_result(self.stats.summary(), provenance, self.events.clone(), end)
+            .with_extras(self.extras.checkpoint());
         if let Err(e) = write_json(path, &result) {
             // Once: the final write will report the error again if it persists.
             if !self.checkpoint_failed {
@@ -181,18 +188,25 @@ impl Session {
             events,
             json,
             system,
+            mut extras,
             ..
         } = self;
         let facts = EngineFacts::read(&engine);
-        engine.stop(|b| add(&mut stats, &mut csv, &mut csv_error, b));
+        engine.stop(|b| {
+            add(&mut stats, &mut csv, &mut csv_error, b);
+            extras.buffer(b);
+        });
         let system = system.finish();
+        let extras = extras.finish(xrunlab_engine::rt::clock::now_ns());
         provenance.finish();
         let end = EndOfRun {
             reason: reason.clone(),
             ok,
             checkpoint: false,
         };
-        let mut result = facts.into_result(stats.summary(), provenance, events, end);
+        let mut result = facts
+            .into_result(stats.summary(), provenance, events, end)
+            .with_extras(extras);
         result.system = Some(system);
         let mut errors = Vec::new();
         if let Some(out) = csv {
@@ -250,15 +264,20 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
     if let Some(p) = &args.csv {
         files::check_writable("--csv", p)?;
     }
+    if let Some(p) = &args.trace {
+        files::check_writable("--trace", p)?;
+    }
     let device = crate::devices::open(args.engine.device, &args.engine, &mut config)
         .map_err(Failure::Runtime)?;
     let signals = StopSignals::install().map_err(Failure::Runtime)?;
+    let extras = Extras::start(args, &config)?;
     let mut session = Session::start(
         config,
         device,
         provenance,
         args.json.as_deref(),
         args.csv.as_deref(),
+        extras,
     )?;
     let mut next_burst = args.burst_every;
     let mut next_stall = args.stall_every;
@@ -356,6 +375,7 @@ pub fn render(args: &RenderArgs) -> Result<(), Failure> {
         provenance,
         args.json.as_deref(),
         None,
+        Extras::none(),
     )?;
     let (reason, ok) = loop {
         let t = session.tick();

@@ -216,6 +216,7 @@ pub fn render(r: &RunResult) -> String {
             20.0 * f64::from(p.max(1e-10)).log10()
         );
     }
+    s.push_str(&crate::explain_text::render(r));
     let _ = writeln!(s, "end       {}", r.end.reason);
     s
 }

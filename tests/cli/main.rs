@@ -3,6 +3,7 @@
 mod dashboard;
 mod doctor;
 mod errors;
+mod explain;
 mod lab;
 mod lost;
 mod render;

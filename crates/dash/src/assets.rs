@@ -38,6 +38,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
     ),
     (
+        "explain.js",
+        include_str!("../static/explain.js"),
+        "text/javascript; charset=utf-8",
+    ),
+    (
         "types.js",
         include_str!("../static/types.js"),
         "text/javascript; charset=utf-8",

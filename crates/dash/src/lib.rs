@@ -56,6 +56,9 @@ pub struct DashOptions {
     pub fault: Option<Fault>,
     /// Whether requests need a token (by default a random one, printed in the URL).
     pub access: Access,
+    /// Start with "Explain dropouts" on (`--explain`); pages can change it through
+    /// `PUT /api/explain`.
+    pub explain: bool,
 }
 
 impl Default for DashOptions {
@@ -65,6 +68,7 @@ impl Default for DashOptions {
             port: 0,
             fault: None,
             access: Access::GeneratedToken,
+            explain: false,
         }
     }
 }
@@ -313,7 +317,10 @@ pub async fn start(
         engine,
         factory,
         kinds,
-        opts.fault,
+        owner::Initial {
+            fault: opts.fault,
+            explain: opts.explain,
+        },
         frames.clone(),
         shared.clone(),
         done_tx,

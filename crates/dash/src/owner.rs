@@ -19,6 +19,7 @@ use xrunlab_engine::config::{
     BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE, CHUNK_SIZE_RANGE,
     DRIVER_SPIN_US_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
 };
+use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
 use xrunlab_engine::rt::clock::now_ns;
 use xrunlab_engine::{Engine, EngineConfig, EngineError};
 use xrunlab_sys::{cpu_infos, read_cur_freqs_khz, CpuInfo, PowerMeter, PowerSample};
@@ -38,6 +39,11 @@ const THREADS_WAIT: Duration = Duration::from_millis(500);
 const STALL_MS_RANGE: (f64, f64) = (0.0, 1000.0);
 const STALL_EVERY_MS_RANGE: (f64, f64) = (10.0, 60_000.0);
 
+/// Culprits listed by `GET /api/explain`.
+const TOP_CULPRITS: usize = 10;
+/// Latest dropouts listed by `GET /api/explain` (all kept ones are fetchable by id).
+const RECENT_DROPOUTS: usize = 20;
+
 /// A reply channel to the server task that asked.
 pub(crate) type Reply<T> = oneshot::Sender<T>;
 
@@ -53,6 +59,12 @@ pub(crate) enum Command {
     Status(Reply<Value>),
     /// PUT /api/fault with the request body.
     Fault(Value, Reply<Result<Value, ApiError>>),
+    /// GET /api/explain.
+    GetExplain(Reply<Value>),
+    /// PUT /api/explain with the request body.
+    PutExplain(Value, Reply<Result<Value, ApiError>>),
+    /// GET /api/dropouts/{epoch}/{seq}.
+    Dropout(u32, u64, Reply<Result<Value, ApiError>>),
     /// Stop the engine and end the thread.
     Stop,
 }
@@ -97,6 +109,8 @@ struct Owner {
     last_error: Option<String>,
     /// Counts of engines replaced by a device switch, so totals keep running.
     before: Before,
+    /// Blame cards for dropouts, while "Explain dropouts" is on.
+    explain: Option<Explainer>,
 }
 
 #[derive(Default)]
@@ -107,17 +121,26 @@ struct Before {
     starts: u64,
 }
 
+/// What the page can change later, as the command line set it.
+pub(crate) struct Initial {
+    /// Stalls to inject from the start.
+    pub fault: Option<Fault>,
+    /// "Explain dropouts" on from the start.
+    pub explain: bool,
+}
+
 /// Starts the owner thread with `engine`; returns the command channel and the thread.
 /// `done` is dropped when the thread ends.
 pub(crate) fn spawn(
     engine: Engine,
     factory: DeviceFactory,
     kinds: Vec<String>,
-    fault: Option<Fault>,
+    initial: Initial,
     frames: broadcast::Sender<Utf8Bytes>,
     shared: Arc<Shared>,
     done: oneshot::Sender<()>,
 ) -> std::io::Result<(mpsc::Sender<Command>, std::thread::JoinHandle<Exit>)> {
+    let Initial { fault, explain } = initial;
     let (tx, rx) = mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("xrl-dash-engine".into())
@@ -150,7 +173,11 @@ pub(crate) fn spawn(
                 next_stall: Instant::now(),
                 last_error: None,
                 before: Before::default(),
+                explain: None,
             };
+            if explain {
+                owner.set_explain(true);
+            }
             owner.engine_changed();
             owner.run(rx)
         })?;
@@ -223,8 +250,113 @@ impl Owner {
 
     fn drain(&mut self) {
         if let Some(engine) = self.engine.as_mut() {
-            let agg = &mut self.agg;
-            engine.drain(|b| agg.add(b));
+            let (agg, explain) = (&mut self.agg, &mut self.explain);
+            engine.drain(|b| {
+                agg.add(b);
+                if let Some(e) = explain.as_mut() {
+                    e.observe(b);
+                }
+            });
+        }
+        if let Some(e) = self.explain.as_mut() {
+            // The cards stay in the explainer (bounded); pages fetch them by id.
+            e.build_due(false);
+        }
+    }
+
+    /// Turns "Explain dropouts" on (starting the kernel tracer on the audio CPUs, on this
+    /// non-real-time thread) or off (stopping it; the cards go with it).
+    fn set_explain(&mut self, on: bool) {
+        match (on, self.explain.is_some()) {
+            (true, false) => {
+                let cpus = self
+                    .engine
+                    .as_ref()
+                    .map(|e| audio_cpus(e.config()))
+                    .unwrap_or_default();
+                let mut e = Explainer::start(&cpus, ExplainOptions::default());
+                if let Some(engine) = self.engine.as_ref() {
+                    e.set_threads(&engine.threads());
+                }
+                self.explain = Some(e);
+            }
+            (false, true) => {
+                if let Some(mut e) = self.explain.take() {
+                    e.finish();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn explain_view(&self) -> Value {
+        let Some(e) = self.explain.as_ref() else {
+            return json!({ "enabled": false });
+        };
+        let base = self.agg.base_ns();
+        let recent: Vec<Value> = e
+            .dropouts()
+            .rev()
+            .take(RECENT_DROPOUTS)
+            .map(|d| {
+                json!({
+                    "epoch": d.epoch,
+                    "seq": d.seq,
+                    "t_ms": d.period_start_ns.saturating_sub(base) as f64 / 1e6,
+                    "kind": d.kind,
+                    "late_by_us": d.late_by_us,
+                    "verdict": d.verdict(),
+                    "cause": d.blame.as_ref().map(|c| c.cause),
+                })
+            })
+            .collect();
+        let mut v = serde_json::to_value(e.report(TOP_CULPRITS)).unwrap_or_else(|_| json!({}));
+        if let Value::Object(m) = &mut v {
+            m.insert("enabled".into(), json!(true));
+            m.insert("cpus".into(), json!(e.cpus()));
+            m.insert("recent".into(), json!(recent));
+        }
+        v
+    }
+
+    fn put_explain(&mut self, body: &Value) -> Result<Value, ApiError> {
+        let on = match body.get("enabled") {
+            Some(Value::Bool(b)) => *b,
+            Some(other) => {
+                return Err(ApiError::invalid(
+                    "enabled",
+                    other.to_string(),
+                    "true or false",
+                ))
+            }
+            None => {
+                return Err(ApiError::bad_request(
+                    "the body must be a JSON object: {\"enabled\": true}",
+                ))
+            }
+        };
+        self.set_explain(on);
+        Ok(self.explain_view())
+    }
+
+    fn dropout_view(&self, epoch: u32, seq: u64) -> Result<Value, ApiError> {
+        let Some(e) = self.explain.as_ref() else {
+            return Err(ApiError::failed(
+                404,
+                "no blame cards: \"Explain dropouts\" is off (PUT /api/explain {\"enabled\": true})",
+            ));
+        };
+        match e.find(epoch, seq) {
+            Some(d) => Ok(json!(d)),
+            None => Err(ApiError::failed(
+                404,
+                format!(
+                    "no card for dropout {epoch}/{seq}: not a dropout seen while explaining, its card \
+                     is still being built (about 50 ms after the buffer), or it is older than the \
+                     {} kept",
+                    e.report(0).max_kept
+                ),
+            )),
         }
     }
 
@@ -289,6 +421,7 @@ impl Owner {
         self.config_version += 1;
         if let Some(engine) = self.engine.as_ref() {
             let want = engine.config().realtime_threads();
+            let cpus = audio_cpus(engine.config());
             // The driver thread registers itself when the device first runs it, shortly after
             // a (re)start; waiting for it means the reply and the next status list every thread
             // with its scheduling outcome. The rings hold seconds, so this short wait loses nothing.
@@ -297,6 +430,16 @@ impl Owner {
                 std::thread::sleep(Duration::from_millis(2));
             }
             self.agg.set_thread_slots(want);
+            let threads = engine.threads();
+            if let Some(e) = self.explain.as_mut() {
+                if e.unavailable().is_none() && e.cpus() != cpus.as_slice() {
+                    // The audio threads may now run elsewhere: trace those CPUs instead.
+                    self.set_explain(false);
+                    self.set_explain(true);
+                } else {
+                    e.set_threads(&threads);
+                }
+            }
         }
     }
 
@@ -325,6 +468,15 @@ impl Owner {
             }
             Command::Fault(body, reply) => {
                 let _ = reply.send(self.put_fault(&body));
+            }
+            Command::GetExplain(reply) => {
+                let _ = reply.send(self.explain_view());
+            }
+            Command::PutExplain(body, reply) => {
+                let _ = reply.send(self.put_explain(&body));
+            }
+            Command::Dropout(epoch, seq, reply) => {
+                let _ = reply.send(self.dropout_view(epoch, seq));
             }
             Command::Stop => {}
         }
@@ -502,6 +654,11 @@ impl Owner {
             "cpus": self.cpus,
             "freq": { "available": self.freq_available, "note": freq_note },
             "fault": self.fault_view(),
+            "explain": {
+                "enabled": self.explain.is_some(),
+                "available": self.explain.as_ref().map(|e| e.unavailable().is_none()),
+                "unavailable": self.explain.as_ref().and_then(|e| e.unavailable()),
+            },
             "config_version": self.config_version,
             "last_error": self.last_error,
         });

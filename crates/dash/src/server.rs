@@ -46,6 +46,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/burst", post(burst))
         .route("/api/status", get(status))
         .route("/api/fault", get(get_fault).put(put_fault))
+        .route("/api/explain", get(get_explain).put(put_explain))
+        .route("/api/dropouts/{epoch}/{seq}", get(get_dropout))
         .route("/ws", get(ws))
         .fallback(not_found)
         .with_state(state)
@@ -85,7 +87,7 @@ fn error_response(e: &ApiError) -> Response {
 }
 
 async fn not_found() -> Response {
-    error_response(&ApiError::failed(404, "no such page or API route (see API.md: /api/config, /api/status, /api/burst, /api/fault, /ws)"))
+    error_response(&ApiError::failed(404, "no such page or API route (see API.md: /api/config, /api/status, /api/burst, /api/fault, /api/explain, /api/dropouts/{epoch}/{seq}, /ws)"))
 }
 
 async fn index() -> Response {
@@ -191,6 +193,37 @@ async fn put_fault(State(state): State<AppState>, body: Bytes) -> Response {
         Err(e) => Err(e),
     };
     json_or_error(result)
+}
+
+async fn get_explain(State(state): State<AppState>) -> Response {
+    json_or_error(ask(&state, Command::GetExplain).await)
+}
+
+async fn put_explain(State(state): State<AppState>, body: Bytes) -> Response {
+    let result = match parse_body(&body) {
+        Ok(v) => ask(&state, |tx| Command::PutExplain(v, tx))
+            .await
+            .and_then(|r| r),
+        Err(e) => Err(e),
+    };
+    json_or_error(result)
+}
+
+async fn get_dropout(
+    State(state): State<AppState>,
+    Path((epoch, seq)): Path<(String, String)>,
+) -> Response {
+    let (Ok(epoch), Ok(seq)) = (epoch.parse::<u32>(), seq.parse::<u64>()) else {
+        return error_response(&ApiError::failed(
+            404,
+            format!("no dropout {epoch}/{seq}: both parts are numbers (an audio start and a buffer sequence number, from a frame's drops)"),
+        ));
+    };
+    json_or_error(
+        ask(&state, |tx| Command::Dropout(epoch, seq, tx))
+            .await
+            .and_then(|r| r),
+    )
 }
 
 async fn ws(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Response {

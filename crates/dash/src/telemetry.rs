@@ -100,6 +100,8 @@ pub struct Aggregator {
     ts_ms: Vec<f64>,
     load_pct: Vec<f32>,
     dropout: Vec<u8>,
+    /// `[ts_ms, epoch, seq]` of each dropout in the frame, to fetch its blame card.
+    drops: Vec<(f64, u32, u64)>,
     active: Vec<u32>,
     threads: Vec<ThreadColumns>,
     thread_slots: usize,
@@ -139,6 +141,8 @@ struct FrameOut<'a> {
     load: &'a [f32],
     /// 1 where the buffer was a dropout.
     dropout: &'a [u8],
+    /// `[ts_ms, epoch, seq]` of each dropout, for `GET /api/dropouts/{epoch}/{seq}`.
+    drops: &'a [(f64, u32, u64)],
     /// Sines sounding in each buffer.
     active: &'a [u32],
     threads: &'a [ThreadColumns],
@@ -159,6 +163,7 @@ impl Aggregator {
             ts_ms: Vec::with_capacity(COLUMN_CAPACITY),
             load_pct: Vec::with_capacity(COLUMN_CAPACITY),
             dropout: Vec::with_capacity(COLUMN_CAPACITY),
+            drops: Vec::new(),
             active: Vec::with_capacity(COLUMN_CAPACITY),
             threads: Vec::new(),
             thread_slots: 0,
@@ -168,6 +173,11 @@ impl Aggregator {
             counts: Counts::default(),
             seq: 0,
         }
+    }
+
+    /// CLOCK_MONOTONIC of time 0 in frames.
+    pub fn base_ns(&self) -> u64 {
+        self.base_ns
     }
 
     /// The running counts.
@@ -207,8 +217,11 @@ impl Aggregator {
             .unwrap_or(0)
             .max(self.thread_slots);
         self.grow_slots(slots);
-        self.ts_ms
-            .push(b.period_start_ns.saturating_sub(self.base_ns) as f64 / 1e6);
+        let ts_ms = b.period_start_ns.saturating_sub(self.base_ns) as f64 / 1e6;
+        self.ts_ms.push(ts_ms);
+        if b.dropout() {
+            self.drops.push((ts_ms, b.epoch, b.seq));
+        }
         self.load_pct
             .push(((b.load() * 1000.0).round() / 10.0) as f32);
         self.dropout.push(u8::from(b.dropout()));
@@ -291,6 +304,7 @@ impl Aggregator {
             ts: &self.ts_ms,
             load: &self.load_pct,
             dropout: &self.dropout,
+            drops: &self.drops,
             active: &self.active,
             threads: &self.threads,
             input_peak: self.input_peak,
@@ -306,6 +320,7 @@ impl Aggregator {
         self.ts_ms.clear();
         self.load_pct.clear();
         self.dropout.clear();
+        self.drops.clear();
         self.active.clear();
         for c in &mut self.threads {
             c.clear();
@@ -348,6 +363,8 @@ mod tests {
             unfinished_workers: 0,
             input_peak: None,
             server_load_pct: None,
+            injected_stall_ns: 0,
+            injected_hang_worker: 0,
             threads: threads
                 .iter()
                 .map(|&(index, sines, cpu)| ThreadReport {
@@ -380,6 +397,11 @@ mod tests {
         assert_eq!(v["type"], "frame");
         assert_eq!(v["load"], serde_json::json!([25.0, 150.0]));
         assert_eq!(v["dropout"], serde_json::json!([0, 1]));
+        assert_eq!(
+            v["drops"],
+            serde_json::json!([[v["ts"][1].clone(), 0, 1]]),
+            "the dropout's time, epoch and sequence number, to fetch its card"
+        );
         assert_eq!(v["threads"][0]["sines"], serde_json::json!([60, 100]));
         assert_eq!(v["threads"][1]["cpu"], serde_json::json!([1, -1]));
         assert_eq!(v["threads"][1]["wake_us"], serde_json::json!([12, -1]));
@@ -391,6 +413,7 @@ mod tests {
         assert_eq!(agg.pending(), 0);
         let next: Value = serde_json::from_str(&agg.take_frame(&FrameExtras::default())).unwrap();
         assert_eq!(next["load"], serde_json::json!([]));
+        assert_eq!(next["drops"], serde_json::json!([]));
         assert_eq!(next["counts"]["dropouts"], 1, "counts keep running");
     }
 

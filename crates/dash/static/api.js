@@ -58,6 +58,30 @@ export function postBurst() {
   return call('/api/burst', { method: 'POST', body: '{}' });
 }
 
+/** @returns {Promise<import('./types.js').ExplainView>} */
+export function getExplain() {
+  return call('/api/explain');
+}
+
+/**
+ * Turns "Explain dropouts" on or off.
+ * @param {boolean} enabled
+ * @returns {Promise<import('./types.js').ExplainView>}
+ */
+export function putExplain(enabled) {
+  return call('/api/explain', { method: 'PUT', body: JSON.stringify({ enabled }) });
+}
+
+/**
+ * One dropout and its blame card (404 until the card is built).
+ * @param {number} epoch
+ * @param {number} seq
+ * @returns {Promise<import('./types.js').Dropout>}
+ */
+export function getDropout(epoch, seq) {
+  return call(`/api/dropouts/${epoch}/${seq}`);
+}
+
 /**
  * Keeps a WebSocket to /ws open, reconnecting after a pause when it drops.
  * @param {(f: Frame) => void} onFrame

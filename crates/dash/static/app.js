@@ -5,6 +5,7 @@ import { connect, getStatus, postBurst } from './api.js';
 import { BufferStore, SampleStore } from './series.js';
 import { CoresChart, EnergyChart, LoadChart, WakeChart, WorkChart, threadColor } from './charts.js';
 import { Controls, el, summarize } from './controls.js';
+import { Explain } from './explain.js';
 
 /** @typedef {import('./types.js').Frame} Frame */
 /** @typedef {import('./types.js').Status} Status */
@@ -77,6 +78,7 @@ function say(text, bad) {
 }
 
 const controls = new Controls(byId('controls'), say, () => void refreshStatus());
+const explain = new Explain(/** @type {LoadChart} */ (charts.load), say);
 
 // ---- telemetry ----
 
@@ -84,6 +86,7 @@ const controls = new Controls(byId('controls'), say, () => void refreshStatus())
 function onFrame(f) {
   state.framesReceived++;
   store.push(f);
+  if (f.drops?.length) explain.addMarks(f.drops);
   if (f.power) {
     power.push(f.t, f.power.watts);
     const energy = /** @type {EnergyChart} */ (charts.energy);
@@ -273,6 +276,7 @@ setInterval(() => void refreshStatus(), 5000);
 /** @param {Status} s */
 function showStatus(s) {
   controls.update(s);
+  explain.showStatus(s.explain);
   if (s.preset) presetSelect.value = s.preset;
   const cores = /** @type {CoresChart} */ (charts.cores);
   if (cores.cpus !== s.cpus.length) {
@@ -358,7 +362,7 @@ function showFreqs(khz) {
 }
 
 // Tests and curious users read the page's own numbers here.
-Object.assign(window, { xrunlab: { store, power, charts, state } });
+Object.assign(window, { xrunlab: { store, power, charts, state, explain } });
 
 await refreshStatus();
 resizeAll();

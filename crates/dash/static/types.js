@@ -39,6 +39,7 @@
  * @property {number[]} ts period start of each buffer, ms
  * @property {number[]} load % of the buffer duration
  * @property {number[]} dropout 1 = dropout
+ * @property {Array<[number, number, number]>} drops `[ts_ms, epoch, seq]` of each dropout
  * @property {number[]} active sines sounding
  * @property {ThreadColumns[]} threads slot 0 is the driver
  * @property {number|null} input_peak
@@ -183,8 +184,102 @@
  * @property {CpuInfo[]} cpus
  * @property {{available: boolean, note: string}} freq
  * @property {{stall_ms: number, every_ms: number|null}} fault
+ * @property {{enabled: boolean, available: boolean|null, unavailable: string|null}} explain
  * @property {number} config_version
  * @property {string|null} last_error
+ */
+
+/**
+ * Who took time from an audio thread (a task, the idle CPU waking, an IRQ or a softirq).
+ * @typedef {object} Culprit
+ * @property {'task'|'idle'|'irq'|'softirq'} kind
+ * @property {string} name
+ * @property {number|null} pid
+ * @property {number|null} tid
+ * @property {number|null} irq
+ * @property {string} policy
+ * @property {number} cpu
+ * @property {number} us
+ * @property {number} count
+ */
+
+/**
+ * One audio thread's account of a late buffer.
+ * @typedef {object} ThreadBlame
+ * @property {string} role
+ * @property {number} tid
+ * @property {number[]} cpus
+ * @property {number|null} woken_at_us
+ * @property {boolean} wake_inferred
+ * @property {boolean} busy_at_period_start
+ * @property {number} waited_us
+ * @property {Culprit[]} ran_instead
+ * @property {Culprit[]} interrupts
+ * @property {number} interrupt_us
+ * @property {number} ran_us
+ * @property {number|null} median_us
+ * @property {number|null} cpu_khz
+ * @property {Array<{at_us: number, from_cpu: number, to_cpu: number}>} migrations
+ * @property {Array<{at_us: number, us: number, state: string, woken_by: string|null, waited_for_audio_thread: boolean}>} sleeps
+ * @property {number} wait_accounted
+ * @property {number} unseen_switch_ins
+ */
+
+/**
+ * Why one buffer was late (xrunlab-trace BlameCard).
+ * @typedef {object} BlameCard
+ * @property {string} verdict
+ * @property {'waited'|'interrupts'|'ran_long'|'blocked'|'woke_late'|'started_late'|'unexplained'} cause
+ * @property {string|null} thread
+ * @property {Culprit|null} main_culprit
+ * @property {number} cause_us
+ * @property {number} late_by_us
+ * @property {ThreadBlame[]} threads
+ * @property {number} lost_events
+ * @property {boolean} window_complete
+ */
+
+/**
+ * GET /api/dropouts/{epoch}/{seq}.
+ * @typedef {object} Dropout
+ * @property {number} epoch
+ * @property {number} seq
+ * @property {number} period_start_ns
+ * @property {number} late_by_us
+ * @property {string} kind
+ * @property {string[]} notes
+ * @property {BlameCard|null} blame
+ * @property {string|null} no_card
+ */
+
+/**
+ * A culprit's totals over the time explain was on.
+ * @typedef {object} CulpritTotal
+ * @property {'task'|'idle'|'irq'|'softirq'} kind
+ * @property {string} name
+ * @property {number|null} pid
+ * @property {number|null} tid
+ * @property {number|null} irq
+ * @property {string} policy
+ * @property {number} stolen_us
+ * @property {number} dropouts
+ * @property {number} main_culprit_of
+ * @property {number} max_us
+ */
+
+/**
+ * GET/PUT /api/explain (only `enabled` when it is off).
+ * @typedef {object} ExplainView
+ * @property {boolean} enabled
+ * @property {boolean} [available]
+ * @property {string|null} [unavailable]
+ * @property {number[]} [cpus]
+ * @property {number} [lost_events]
+ * @property {number} [dropouts]
+ * @property {number} [cards]
+ * @property {number} [without_card]
+ * @property {CulpritTotal[]} [top_culprits]
+ * @property {Array<{epoch: number, seq: number, t_ms: number, kind: string, late_by_us: number, verdict: string, cause: string|null}>} [recent]
  */
 
 /**

@@ -826,3 +826,129 @@ async fn with_no_token_local_requests_pass_and_foreign_pages_are_still_refused()
     assert_eq!(ws_status(port, &evil).await, 403);
     running.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_explain_api_validates_and_says_why_there_is_no_card() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    let (status, body) = request(port, "GET", "/api/explain", &[], "").await;
+    assert_eq!((status, json_of(&body)), (200, json!({"enabled": false})));
+    let s = json_of(&request(port, "GET", "/api/status", &[], "").await.1);
+    assert_eq!(s["explain"]["enabled"], false, "{}", s["explain"]);
+    for (body, want, field) in [
+        (r#"{"enabled": 3}"#, 422, Some("enabled")),
+        (r#"{"enabled": "yes"}"#, 422, Some("enabled")),
+        (r#"{}"#, 400, None),
+        ("not json", 400, None),
+    ] {
+        let (status, reply) = request(port, "PUT", "/api/explain", &[], body).await;
+        assert_eq!(status, want, "{body}: {reply}");
+        let v = json_of(&reply);
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{v}");
+        if let Some(f) = field {
+            assert_eq!(v["field"], f);
+            assert_eq!(v["allowed"], "true or false");
+        }
+    }
+    let (status, body) = request(port, "GET", "/api/dropouts/0/5", &[], "").await;
+    assert_eq!(status, 404);
+    assert!(body.contains("\\\"Explain dropouts\\\" is off"), "{body}");
+    let (status, body) = request(port, "GET", "/api/dropouts/first/5", &[], "").await;
+    assert_eq!(status, 404);
+    assert!(body.contains("both parts are numbers"), "{body}");
+    running.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and perf tracepoints"]
+async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_render() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "needs root and perf tracepoints (CI runs ignored tests as root)"
+    );
+    // SCHED_FIFO audio threads, as a real run has: with SCHED_OTHER ones the other tests'
+    // servers may really hold the stalled driver up for longer than its stall.
+    let mut c = config();
+    c.rt.priority = Some(70);
+    let engine = Engine::start(
+        c.clone(),
+        Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, false)),
+    )
+    .unwrap();
+    let running = start(options(), engine, sim_factory(), vec!["sim".into()])
+        .await
+        .unwrap();
+    let port = running.local_addr().port();
+    let (status, body) = request(port, "PUT", "/api/explain", &[], r#"{"enabled": true}"#).await;
+    assert_eq!(status, 200, "{body}");
+    let v = json_of(&body);
+    assert_eq!(v["enabled"], true);
+    assert_eq!(v["available"], true, "kernel tracing works as root: {v}");
+    // A card compares a thread's run with its median for the load, known after a few normal
+    // buffers: start stalling once explaining has seen some.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, body) = request(
+        port,
+        "PUT",
+        "/api/fault",
+        &[],
+        r#"{"stall_ms": 8, "every_ms": 200}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Frames name each dropout by epoch and sequence number; the card of a stalled one blames
+    // the driver's own render.
+    let (code, mut ws) = ws_handshake(port, &[AUTH]).await;
+    assert_eq!(code, 101);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut blamed = None;
+    while blamed.is_none() && tokio::time::Instant::now() < deadline {
+        let frame = json_of(&ws_text(&mut ws).await);
+        for d in frame["drops"].as_array().into_iter().flatten() {
+            let (epoch, seq) = (d[1].as_u64().unwrap(), d[2].as_u64().unwrap());
+            // The card is built about 50 ms after the buffer.
+            for _ in 0..20 {
+                let (status, body) = request(
+                    port,
+                    "GET",
+                    &format!("/api/dropouts/{epoch}/{seq}"),
+                    &[],
+                    "",
+                )
+                .await;
+                if status == 200 {
+                    let card = json_of(&body);
+                    if card["notes"][0]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("injected stall"))
+                    {
+                        blamed = Some(card);
+                    }
+                    break;
+                }
+                assert_eq!(status, 404, "{body}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let card = blamed.expect("a stalled buffer's card within 10 s");
+    let threads = json_of(&request(port, "GET", "/api/status", &[], "").await.1)["threads"].clone();
+    assert!(
+        threads[0]["sched"]["obtained"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("SCHED_FIFO")),
+        "the driver runs SCHED_FIFO: {threads}"
+    );
+    assert_eq!(card["blame"]["cause"], "ran_long", "{card:#}");
+    assert_eq!(card["blame"]["thread"], "driver", "{card:#}");
+    let v = json_of(&request(port, "GET", "/api/explain", &[], "").await.1);
+    assert!(v["cards"].as_u64().unwrap() >= 1, "{v}");
+    assert!(v["recent"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["verdict"].as_str().unwrap().contains("injected stall")));
+    running.shutdown().await.unwrap();
+}

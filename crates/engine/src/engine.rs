@@ -404,6 +404,8 @@ impl Engine {
                 unfinished_workers: b.unfinished_workers,
                 input_peak: b.input_peak,
                 server_load_pct,
+                injected_stall_ns: b.injected_stall_ns,
+                injected_hang_worker: b.injected_hang_worker,
                 threads,
             });
         }

@@ -8,6 +8,7 @@ pub mod busy;
 pub mod config;
 pub mod device;
 pub mod engine;
+pub mod explain;
 pub mod report;
 pub mod rt;
 pub mod summary;

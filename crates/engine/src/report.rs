@@ -75,6 +75,11 @@ pub struct BufferReport {
     /// The server's own DSP load in percent (its smoothed average, sampled
     /// when this buffer was collected), for devices with a server.
     pub server_load_pct: Option<f32>,
+    /// Fault injection: how long this render was made to busy-wait before working (0 = none).
+    pub injected_stall_ns: u64,
+    /// Fault injection: the worker (thread index 1..) made to hang in this buffer's cycle
+    /// (0 = none).
+    pub injected_hang_worker: u32,
     /// Each thread's part (driver first); a thread whose record was dropped is missing.
     pub threads: Vec<ThreadReport>,
 }

@@ -569,6 +569,8 @@ mod tests {
             device_xrun: false,
             server_xruns: 0,
             unfinished_workers: 0,
+            injected_stall_ns: 0,
+            injected_hang_worker: 0,
             input_peak: None,
             server_load_pct: Some(12.5),
             threads: (0..threads)

@@ -37,7 +37,9 @@ pub struct AudioThread {
     pub wake_ns: Option<u64>,
     /// When it finished its real work (engine's stamp), if it did.
     pub end_ns: Option<u64>,
-    /// Its median work time (end minus wake) for the same load, if known.
+    /// Its median on-CPU work time for the same load (what [`ThreadBlame::ran_us`] measures;
+    /// xrunlab's engine uses the thread CPU time of its part in recent normal buffers), if
+    /// known.
     pub median_busy_ns: Option<u64>,
 }
 
@@ -157,6 +159,13 @@ pub struct ThreadBlame {
     pub sleeps: Vec<Sleep>,
     /// Share of `waited_us` explained by `ran_instead` and interrupts during the wait, 0..=1.
     pub wait_accounted: f64,
+    /// Times it was seen running without its switch-in in the trace (some kernels report no
+    /// switch out of the idle task; perf may drop events made in idle context): those runs
+    /// start at the engine's wake stamp or the CPU's last reported switch, an estimate.
+    pub unseen_switch_ins: u32,
+    /// `woken_at_us` is the start of its first run in the buffer, because its wake-up (on an
+    /// idle CPU) is not in the trace.
+    pub wake_inferred: bool,
 }
 
 /// The main cause named in the verdict.
@@ -422,14 +431,44 @@ struct ThreadTrack {
     migrations: Vec<(u64, i32, i32)>,
     first_wake_after: Option<(u64, Waker)>,
     state_at_start: Option<State>,
+    /// Switch-ins the trace did not report, inferred from later events (see [`track_thread`]).
+    unseen_switch_ins: u32,
+    /// The first wake-up of the buffer was inferred from an unseen switch-in.
+    wake_inferred: bool,
 }
 
-fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) -> ThreadTrack {
+/// Whether `e` shows `tid` as the task running on `e.cpu`: its own switch-out, or a wake-up it
+/// made (the waker of a wake-up is the current task, also in an interrupt).
+fn shows_running(e: &TraceEvent, tid: i32) -> bool {
+    match &e.kind {
+        EventKind::Switch { prev_tid, .. } => *prev_tid == tid,
+        EventKind::Wakeup { waker_tid, .. } => *waker_tid == tid,
+        _ => false,
+    }
+}
+
+/// Follows thread `tid` through the events up to `end`.
+///
+/// Unseen switch-ins: some kernels report no `sched_switch` out of the idle task, and perf may
+/// drop events made in idle context (the wake-up that ends a timer sleep on an idle CPU), so a
+/// thread can appear running (its switch-out, a wake-up it makes) without a switch-in. Its run
+/// is then taken to start at the engine's own wake stamp `engine_wake_ns` when that lies
+/// between the CPU's last reported switch and this event, else at that switch (or at the
+/// thread's last known state change, if later): the unseen switch-in came after the last
+/// reported one. Such runs are counted in `unseen_switch_ins`.
+fn track_thread(
+    events: &[TraceEvent],
+    tid: i32,
+    period_start: u64,
+    end: u64,
+    engine_wake_ns: Option<u64>,
+) -> ThreadTrack {
     let mut t = ThreadTrack::default();
     let mut state = State::Unknown;
     // Only the wake-up that starts the buffer's work counts as "woken at"; later ones end
     // sleeps inside the render.
     let mut ran_in_period = false;
+    let mut last_switch_on_cpu: BTreeMap<u16, u64> = BTreeMap::new();
     for e in events {
         if e.ts_ns > end {
             break;
@@ -438,6 +477,53 @@ fn track_thread(events: &[TraceEvent], tid: i32, period_start: u64, end: u64) ->
             t.state_at_start = Some(state);
         }
         let ts = e.ts_ns;
+        let known_since = match state {
+            State::Sleeping { since, .. } | State::Runnable { since, .. } => Some(since),
+            _ => None,
+        };
+        if let (Some(since), true) = (known_since, shows_running(e, tid)) {
+            let lower = last_switch_on_cpu
+                .get(&e.cpu)
+                .map_or(since, |&l| l.max(since));
+            let from_sleep = matches!(state, State::Sleeping { .. });
+            let at = match engine_wake_ns {
+                Some(w) if from_sleep && w >= lower && w <= ts => w,
+                _ => lower,
+            };
+            match state {
+                State::Runnable { since, .. } => t.waits.push((
+                    Span {
+                        start: since,
+                        end: at,
+                    },
+                    e.cpu,
+                )),
+                State::Sleeping { since, letters } => {
+                    t.sleeps.push((
+                        Span {
+                            start: since,
+                            end: at,
+                        },
+                        letters,
+                        Waker::Unknown,
+                    ));
+                    if at >= period_start && !ran_in_period && t.first_wake_after.is_none() {
+                        t.first_wake_after = Some((at, Waker::Unknown));
+                        t.wake_inferred = true;
+                    }
+                }
+                _ => {}
+            }
+            ran_in_period |= at >= period_start;
+            t.unseen_switch_ins += 1;
+            state = State::Running {
+                since: at,
+                cpu: e.cpu,
+            };
+        }
+        if matches!(e.kind, EventKind::Switch { .. }) {
+            last_switch_on_cpu.insert(e.cpu, ts);
+        }
         match &e.kind {
             EventKind::Switch {
                 prev_tid,
@@ -666,7 +752,7 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
 
     for (index, at) in input.threads.iter().enumerate() {
         let end = at.end_ns.unwrap_or(input.render_end_ns).max(start);
-        let track = track_thread(events, at.tid, start, end);
+        let track = track_thread(events, at.tid, start, end, at.wake_ns);
         let mut cpus: Vec<u16> = Vec::new();
         let mut ran_instead = Vec::new();
         let mut interrupts = Vec::new();
@@ -789,6 +875,8 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
             } else {
                 ((wait_task_ns + wait_irq_ns) as f64 / waited_ns as f64).min(1.0)
             },
+            unseen_switch_ins: track.unseen_switch_ins,
+            wake_inferred: track.wake_inferred,
         };
 
         // Candidates for the verdict, each with the time it explains.
@@ -886,11 +974,20 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
                     cause: Cause::WokeLate,
                     ns: ts - start,
                     thread: index,
-                    text: format!(
-                        "{} was woken {} after the period start (timer or wake-up latency)",
-                        at.role,
-                        ms_text(ts - start)
-                    ),
+                    text: if track.wake_inferred {
+                        format!(
+                            "{} started running {} after the period start (timer or wake-up \
+                             latency; its wake-up on an idle CPU is not in the trace)",
+                            at.role,
+                            ms_text(ts - start)
+                        )
+                    } else {
+                        format!(
+                            "{} was woken {} after the period start (timer or wake-up latency)",
+                            at.role,
+                            ms_text(ts - start)
+                        )
+                    },
                     culprit: None,
                 });
             }

@@ -91,7 +91,10 @@ impl Culprits {
             total.dropouts += 1;
             total.main_culprit_of += u64::from(is_main);
             total.max_us = total.max_us.max(us);
-            if !c.policy.is_empty() {
+            // A policy read from procfs (`SCHED_FIFO 90`) beats the trace's kernel priority
+            // (`RT 90`), which a card falls back to once the task is gone.
+            let from_procfs = c.policy.starts_with("SCHED_");
+            if !c.policy.is_empty() && (from_procfs || !total.policy.starts_with("SCHED_")) {
                 total.policy = c.policy.clone();
             }
         }

@@ -25,6 +25,12 @@
 //!   0.7 (full-featured too, but younger and with a smaller user base), and
 //!   `linux-perf-event-reader` (parses records only, opens nothing).
 //!
+//! Kernels differ in what they report: the development VM's kernel (6.18, a Firecracker guest)
+//! emits no `sched_switch` out of the idle task (ftrace shows the same), and perf drops most
+//! events made in idle context, such as the timer wake-up of a thread sleeping on an idle CPU.
+//! The blame card infers such a thread's run from its next event and the engine's own wake
+//! stamp, and counts it ([`ThreadBlame::unseen_switch_ins`]).
+//!
 //! tracefs is still needed read-only: each event's numeric id and its `format` file, which
 //! drives all record decoding ([`mod@format`], [`decode`]), so nothing depends on a kernel's
 //! field offsets. [`Tracer::start`] mounts tracefs when it is missing and, when tracing is

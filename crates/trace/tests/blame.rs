@@ -477,6 +477,12 @@ fn the_culprit_table_sums_over_cards_and_counts_main_culprits() {
     assert_eq!(top[0].pid, Some(4700));
     assert_eq!(top[0].policy, "SCHED_FIFO 90");
     assert_eq!((top[0].dropouts, top[0].main_culprit_of), (2, 2));
+    // A later card built after the hog exited knows only the trace's priority: the policy
+    // read from procfs stays.
+    let gone = card(&threads, &w, 2520 * US, &[], &NoLookup);
+    assert_eq!(gone.main_culprit.as_ref().unwrap().policy, "RT 90");
+    table.add(&gone);
+    assert_eq!(table.top(1)[0].policy, "SCHED_FIFO 90");
     assert!((top[0].stolen_us - 2040.0).abs() < 1e-6);
     assert!((top[0].max_us - 1020.0).abs() < 1e-6);
     let json = serde_json::to_value(&c).unwrap();
@@ -518,4 +524,74 @@ fn a_late_timer_wake_up_of_the_first_thread_is_named() {
     );
     assert_eq!(c.threads[0].woken_at_us, Some(1500.0));
     assert!((c.threads[0].waited_us - 10.0).abs() < 1e-6);
+}
+
+/// A kernel that reports no switch out of the idle task, and perf dropping the timer wake-up
+/// made in idle context (both seen on the development VM): the driver's run is still found,
+/// from its switch-out and the engine's own wake stamp, and the stall is blamed on its render.
+#[test]
+fn a_run_whose_switch_in_from_idle_is_missing_is_inferred_from_the_engines_wake_stamp() {
+    let driver = 200;
+    let events = vec![
+        // The previous buffer: the driver sleeps at 0.5 ms; CPU1 goes idle.
+        switch(
+            500 * US,
+            1,
+            ("xrl-sim-clock", driver, FIFO70, S),
+            ("swapper/1", 0, 120),
+        ),
+        // A tick on CPU1 while idle, then nothing of the wake-up or the switch-in: the driver
+        // is next seen waking a worker at 1.05 ms and switching out at 9.1 ms.
+        ev(800 * US, 1, EventKind::HrtimerExit),
+        wake(1050 * US, 1, "worker 1", 100, 0, driver).remove(0),
+        switch(
+            9100 * US,
+            1,
+            ("xrl-sim-clock", driver, FIFO70, S),
+            ("swapper/1", 0, 120),
+        ),
+    ];
+    let threads = vec![thread(
+        "driver",
+        driver,
+        1020 * US,
+        9100 * US,
+        Some(500 * US),
+    )];
+    let w = window(events, 0);
+    let c = card(
+        &threads,
+        &w,
+        9100 * US,
+        &["injected stall (8.00 ms)".to_owned()],
+        &NoLookup,
+    );
+    let t = &c.threads[0];
+    assert_eq!(t.unseen_switch_ins, 1, "{t:#?}");
+    assert_eq!(t.cpus, [1]);
+    // The run starts at the engine's wake stamp (1.02 ms), which lies between the CPU's last
+    // reported switch (0.5 ms) and the first sign of the driver running (1.05 ms); the tick
+    // at 0.8 ms says nothing about who ran.
+    assert!((t.ran_us - 8080.0).abs() < 1e-6, "{}", t.ran_us);
+    assert!(t.wake_inferred);
+    assert_eq!(t.woken_at_us, Some(20.0));
+    assert_eq!(c.cause, Cause::RanLong);
+    assert_eq!(
+        c.verdict,
+        "late: driver ran 8.08 ms (median 0.50 ms); injected stall (8.00 ms)"
+    );
+
+    // Without the engine's stamp the run starts at the CPU's last switch (0.5 ms), counted
+    // from the period start (1.0 ms).
+    let no_stamp = vec![AudioThread {
+        wake_ns: None,
+        ..threads[0].clone()
+    }];
+    let c = card(&no_stamp, &w, 9100 * US, &[], &NoLookup);
+    assert!(
+        (c.threads[0].ran_us - 8100.0).abs() < 1e-6,
+        "{:#?}",
+        c.threads[0]
+    );
+    assert_eq!(c.cause, Cause::RanLong);
 }

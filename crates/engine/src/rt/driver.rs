@@ -187,6 +187,7 @@ impl Renderer {
                 limit,
             );
         }
+        let mut injected_hang_worker = 0u32;
         let (active, unfinished_workers) = if stuck != 0 {
             // A worker has still not finished the cycle of an earlier buffer
             // (protocol step 5): no cycle can start, so this buffer is silent.
@@ -210,8 +211,11 @@ impl Renderer {
             let hang = self
                 .controls
                 .take_worker_hang()
-                .filter(|&(worker, _)| (1..=workers).contains(&worker))
-                .map(|(worker, ns)| (first_worker + worker - 1, ns));
+                .filter(|&(worker, _)| (1..=workers).contains(&worker));
+            if let Some((worker, _)) = hang {
+                injected_hang_worker = worker as u32;
+            }
+            let hang = hang.map(|(worker, ns)| (first_worker + worker - 1, ns));
             s.seq.store(self.seq, Ordering::Relaxed);
             s.frames.store(frames, Ordering::Relaxed);
             s.render_limit.store(self.limit_high, Ordering::Relaxed);
@@ -289,6 +293,8 @@ impl Renderer {
             late,
             unfinished_workers,
             input_peak,
+            injected_stall_ns: stall,
+            injected_hang_worker,
         });
         self.seq += 1;
         self.burst_frames_left = self.burst_frames_left.saturating_sub(frames as u64);

@@ -36,6 +36,10 @@ pub struct BufferRecord {
     pub unfinished_workers: u64,
     /// Peak of the input, when input is enabled.
     pub input_peak: Option<f32>,
+    /// Fault injection: how long this render busy-waited before working (0 = no stall).
+    pub injected_stall_ns: u64,
+    /// Fault injection: the worker (1..) made to hang in this buffer's cycle (0 = none).
+    pub injected_hang_worker: u32,
 }
 
 /// One thread's part in one buffer.

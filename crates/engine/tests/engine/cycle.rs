@@ -28,6 +28,18 @@ fn injected_stalls_give_exactly_one_dropout_each() {
         late.iter().map(|b| (b.seq, b.load())).collect::<Vec<_>>()
     );
     assert!(stalled.iter().all(|b| b.dropout()));
+    // The record says which buffers the stall was injected into, and how long it was.
+    let injected: Vec<u64> = seen
+        .iter()
+        .filter(|b| b.injected_stall_ns > 0)
+        .map(|b| b.seq)
+        .collect();
+    assert_eq!(
+        injected,
+        stalled.iter().map(|b| b.seq).collect::<Vec<_>>(),
+        "the stalled buffers carry the injected stall"
+    );
+    assert!(stalled.iter().all(|b| b.injected_stall_ns == 16_000_000));
     // Each stall ends 5.3 ms past its deadline, before the next boundary: one
     // period skipped per stall (a late render of the machine's own may add more).
     assert!(

@@ -76,6 +76,16 @@ fn a_hung_worker_does_not_hang_the_driver_and_is_named_in_the_incomplete_buffers
         );
         let first = incomplete[0];
         let last = incomplete[incomplete.len() - 1];
+        let hung: Vec<(u64, u32)> = seen
+            .iter()
+            .filter(|b| b.injected_hang_worker != 0)
+            .map(|b| (b.seq, b.injected_hang_worker))
+            .collect();
+        assert_eq!(
+            hung,
+            [(first.seq, 2)],
+            "{mode:?}: the record of the buffer whose cycle the hang was injected into names worker 2"
+        );
         assert!(
             last.seq - first.seq + 1 == incomplete.len() as u64,
             "{mode:?}: the incomplete buffers are consecutive"

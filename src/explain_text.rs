@@ -1,0 +1,222 @@
+//! The `--explain` and `--trace` lines of the run summary: the tracer, lost kernel events, the dropouts' verdicts, the top-culprits table and the card that accounts for the most time; runs on the main thread.
+
+use crate::result::RunResult;
+use std::fmt::Write;
+use xrunlab_engine::explain::trace::{BlameCard, Culprit, CulpritKind, CulpritTotal};
+use xrunlab_engine::explain::Dropout;
+
+/// Verdict lines listed in the summary (all are in the JSON).
+const VERDICTS_SHOWN: usize = 8;
+
+fn ms(us: f64) -> String {
+    format!("{:.2} ms", us / 1000.0)
+}
+
+/// `xrl-hog (pid 4711, SCHED_FIFO 90)`, `irq 11 virtio0`, `softirq NET_RX`, `idle`.
+fn who(kind: CulpritKind, name: &str, pid: Option<i32>, irq: Option<i32>, policy: &str) -> String {
+    match kind {
+        CulpritKind::Task => format!("{name} (pid {}, {policy})", pid.unwrap_or(0)),
+        CulpritKind::Idle => name.to_owned(),
+        CulpritKind::Irq => match irq {
+            Some(n) => format!("irq {n} {name}"),
+            None => format!("irq {name}"),
+        },
+        CulpritKind::Softirq => format!("softirq {name}"),
+    }
+}
+
+fn culprit(c: &Culprit) -> String {
+    format!(
+        "{} {} x{}",
+        who(c.kind, &c.name, c.pid, c.irq, &c.policy),
+        ms(c.us),
+        c.count
+    )
+}
+
+fn total(c: &CulpritTotal) -> String {
+    who(c.kind, &c.name, c.pid, c.irq, &c.policy)
+}
+
+/// The card, thread by thread, as indented lines.
+pub fn card_lines(s: &mut String, d: &Dropout, card: &BlameCard) {
+    let _ = writeln!(
+        s,
+        "card      buffer {} ({}, {} past the deadline): {}",
+        d.seq,
+        d.kind,
+        ms(d.late_by_us),
+        card.verdict
+    );
+    for t in &card.threads {
+        let woken = t.woken_at_us.map_or("wake-up not seen".to_owned(), |w| {
+            format!("woken +{}", ms(w))
+        });
+        let median = t
+            .median_us
+            .map_or("no median yet".to_owned(), |m| format!("median {}", ms(m)));
+        let freq = t
+            .cpu_khz
+            .map(|k| format!(" at {:.2} GHz", k as f64 / 1e6))
+            .unwrap_or_default();
+        let cpus: Vec<String> = t.cpus.iter().map(u16::to_string).collect();
+        let _ = writeln!(
+            s,
+            "          {} (tid {}) on CPU {}: {woken}{}, waited {} ({:.0} % accounted), ran {} ({median}){freq}, interrupts {}",
+            t.role,
+            t.tid,
+            if cpus.is_empty() { "?".to_owned() } else { cpus.join(",") },
+            if t.busy_at_period_start { " (still busy at the period start)" } else { "" },
+            ms(t.waited_us),
+            t.wait_accounted * 100.0,
+            ms(t.ran_us),
+            ms(t.interrupt_us),
+        );
+        if !t.ran_instead.is_empty() {
+            let list: Vec<String> = t.ran_instead.iter().take(4).map(culprit).collect();
+            let _ = writeln!(s, "            ran instead: {}", list.join("; "));
+        }
+        if !t.interrupts.is_empty() {
+            let list: Vec<String> = t.interrupts.iter().take(4).map(culprit).collect();
+            let _ = writeln!(s, "            interrupts: {}", list.join("; "));
+        }
+        if !t.migrations.is_empty() {
+            let list: Vec<String> = t
+                .migrations
+                .iter()
+                .map(|m| format!("CPU{}->CPU{} at +{}", m.from_cpu, m.to_cpu, ms(m.at_us)))
+                .collect();
+            let _ = writeln!(s, "            migrations: {}", list.join(", "));
+        }
+        if !t.sleeps.is_empty() {
+            let list: Vec<String> = t
+                .sleeps
+                .iter()
+                .take(4)
+                .map(|z| {
+                    format!(
+                        "{} {} at +{}{}",
+                        z.state,
+                        ms(z.us),
+                        ms(z.at_us),
+                        z.woken_by
+                            .as_ref()
+                            .map(|w| format!(", woken by {w}"))
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            let _ = writeln!(s, "            sleeps: {}", list.join("; "));
+        }
+    }
+}
+
+/// The explain and trace lines (empty without the flags).
+pub fn render(r: &RunResult) -> String {
+    let mut s = String::new();
+    if let Some(e) = &r.explain {
+        match (&e.tracer, &e.unavailable) {
+            (Some(t), _) => {
+                let stats = e.stats.as_ref();
+                let _ = writeln!(
+                    s,
+                    "explain   kernel events of CPUs {} ({}, {}): {} events, {} lost (ring overruns){}; reader CPU {:.0} ms",
+                    xrunlab_sys::format_cpu_list(&t.cpus),
+                    t.backend,
+                    t.clock,
+                    stats.map_or(0, |s| s.events_total),
+                    e.lost_events,
+                    if e.lost_events > 0 {
+                        ": cards of windows with lost events say so"
+                    } else {
+                        ""
+                    },
+                    stats.map_or(0.0, |s| s.reader_cpu_ms)
+                );
+            }
+            (None, Some(why)) => {
+                let _ = writeln!(
+                    s,
+                    "explain   unavailable: {why}; the run went on without blame cards"
+                );
+            }
+            (None, None) => {}
+        }
+        let _ = writeln!(
+            s,
+            "dropouts  {} explained: {} cards, {} without a card; {} kept in the JSON (the last {} at most{})",
+            e.dropouts,
+            e.cards,
+            e.without_card,
+            e.kept,
+            e.max_kept,
+            if e.forgotten > 0 {
+                format!(", {} older forgotten", e.forgotten)
+            } else {
+                String::new()
+            }
+        );
+        let dropouts = r.dropouts.as_deref().unwrap_or_default();
+        for d in dropouts.iter().take(VERDICTS_SHOWN) {
+            let _ = writeln!(s, "          buffer {:<7} {}", d.seq, d.verdict());
+        }
+        if dropouts.len() > VERDICTS_SHOWN {
+            let _ = writeln!(
+                s,
+                "          ... {} more in the JSON",
+                dropouts.len() - VERDICTS_SHOWN
+            );
+        }
+        if !e.top_culprits.is_empty() {
+            let _ = writeln!(
+                s,
+                "culprits  stolen ms  dropouts  main culprit of  max ms  who (time taken from audio threads in late buffers)"
+            );
+            for c in &e.top_culprits {
+                let _ = writeln!(
+                    s,
+                    "          {:>9.2}  {:>8}  {:>15}  {:>6.2}  {}",
+                    c.stolen_us / 1000.0,
+                    c.dropouts,
+                    c.main_culprit_of,
+                    c.max_us / 1000.0,
+                    total(c)
+                );
+            }
+        }
+        // The most telling card: the one whose verdict accounts for the most time.
+        if let Some((d, card)) = dropouts
+            .iter()
+            .filter_map(|d| Some((d, d.blame.as_ref()?)))
+            .max_by(|a, b| a.1.cause_us.total_cmp(&b.1.cause_us))
+        {
+            card_lines(&mut s, d, card);
+        }
+    }
+    if let Some(t) = &r.trace {
+        let _ = writeln!(
+            s,
+            "trace     {}: {} events{}{}{}",
+            t.path.display(),
+            t.events_written,
+            if t.every_nth_buffer > 1 {
+                format!(", one buffer in {}", t.every_nth_buffer)
+            } else {
+                String::new()
+            },
+            if t.events_dropped_by_cap > 0 {
+                format!(
+                    ", {} left out by --trace-max-events",
+                    t.events_dropped_by_cap
+                )
+            } else {
+                String::new()
+            },
+            match &t.warning {
+                Some(w) => format!("; INCOMPLETE: {w}"),
+                None => String::new(),
+            }
+        );
+    }
+    s
+}

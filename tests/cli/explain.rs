@@ -1,0 +1,650 @@
+//! `run --explain` and `run --trace` on the real kernel: an RT hog on the audio CPU is named in a dropout's card, an injected stall is blamed on the engine's own render, no privileges means a stated reason and a finished run, the Perfetto file holds a render slice per buffer and thread and an instant per dropout, SIGTERM leaves a valid trace and no tracing state, a full disk ends the trace with a warning. The root tests run one at a time (they share CPU 1).
+
+use crate::{run_ok, scratch, xrunlab};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const HOG_CPU: usize = 1;
+const HOG_NS: u64 = 20_000_000;
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "needs root and perf tracepoints: run as root (test.sh runs ignored tests with --include-ignored)"
+    );
+}
+
+/// Fails loudly when the tracer did not run: these tests are about its cards.
+fn require_tracer(r: &Value) {
+    assert_eq!(
+        r["explain"]["available"], true,
+        "kernel tracing must work here (root, tracefs, perf tracepoints): {}",
+        r["explain"]["unavailable"]
+    );
+}
+
+/// Forks a child named `xrl-hog` that pins itself to CPU 1 at SCHED_FIFO 90 (above the audio
+/// threads' 70) and spins 20 ms. It is reaped by [`reap`] after the run, so that while the run
+/// builds its cards the hog is still in procfs (a zombie) with its name and policy.
+fn fork_hog() -> i32 {
+    // SAFETY: the child only makes raw system calls (prctl, sched_setaffinity,
+    // sched_setscheduler, clock_gettime, _exit): no allocation or lock that another thread of
+    // this process could have held at fork time.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            libc::prctl(
+                libc::PR_SET_NAME,
+                c"xrl-hog".as_ptr() as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(HOG_CPU, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                libc::_exit(4);
+            }
+            let param = libc::sched_param { sched_priority: 90 };
+            if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
+                libc::_exit(3);
+            }
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+            let start = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+            loop {
+                libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+                if ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64 >= start + HOG_NS {
+                    libc::_exit(0);
+                }
+            }
+        }
+        pid
+    }
+}
+
+fn reap(pid: i32) -> i32 {
+    let mut status = 0;
+    // SAFETY: waiting for our own child; `status` is a valid out pointer.
+    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(rc, pid, "waitpid");
+    status
+}
+
+fn signal(child: &Child, signal: i32) {
+    // SAFETY: kill with the pid of our own child and a valid signal number.
+    let rc = unsafe { libc::kill(child.id() as i32, signal) };
+    assert_eq!(rc, 0, "kill({signal})");
+}
+
+fn spawn_run(args: &[&str]) -> Child {
+    xrunlab()
+        .args(["run", "--quiet"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_output(child: Child) -> std::process::Output {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "xrunlab failed ({:?}): {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+fn dropouts(r: &Value) -> &Vec<Value> {
+    r["dropouts"]
+        .as_array()
+        .expect("an --explain result lists its dropouts")
+}
+
+#[test]
+#[ignore = "needs root and perf tracepoints"]
+fn an_rt_hog_on_the_audio_cpu_is_named_as_the_main_culprit() {
+    require_root();
+    let _serial = serial();
+    let dir = scratch("explain-hog");
+    let j = dir.join("r.json");
+    // One audio thread pinned to CPU 1 (SCHED_FIFO 70): the hog cannot be dodged.
+    let child = spawn_run(&[
+        "--explain",
+        "--cpus",
+        "1",
+        "--pin",
+        "--threads",
+        "1",
+        "--sines",
+        "100",
+        "--duration",
+        "4s",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    // Let the engine start and its medians fill, then hog CPU 1 four times.
+    std::thread::sleep(Duration::from_millis(1200));
+    let mut hogs = Vec::new();
+    for _ in 0..4 {
+        hogs.push(fork_hog());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let out = wait_output(child);
+    for &pid in &hogs {
+        let status = reap(pid);
+        assert_eq!(
+            status, 0,
+            "the hog got SCHED_FIFO 90 on CPU {HOG_CPU} and ran (status {status})"
+        );
+    }
+    let r = json(&j);
+    require_tracer(&r);
+    let all = dropouts(&r);
+    let blamed: Vec<&Value> = all
+        .iter()
+        .filter(|d| d["blame"]["main_culprit"]["name"] == "xrl-hog")
+        .collect();
+    let verdicts: Vec<&Value> = all.iter().map(|d| &d["blame"]["verdict"]).collect();
+    assert!(
+        !blamed.is_empty(),
+        "no card names xrl-hog as its main culprit; verdicts: {verdicts:#?}"
+    );
+    let mut checked = 0;
+    for d in &blamed {
+        let card = &d["blame"];
+        let culprit = &card["main_culprit"];
+        let pid = culprit["pid"].as_i64().unwrap() as i32;
+        assert!(hogs.contains(&pid), "pid {pid} is one of the hogs {hogs:?}");
+        assert_eq!(culprit["kind"], "task");
+        assert_eq!(culprit["policy"], "SCHED_FIFO 90", "{card}");
+        assert_eq!(culprit["cpu"], HOG_CPU as u64, "{card}");
+        let verdict = card["verdict"].as_str().unwrap();
+        assert!(
+            verdict.contains(&format!("behind xrl-hog (pid {pid}, SCHED_FIFO 90)")),
+            "{verdict}"
+        );
+        assert_eq!(card["cause"], "waited", "{card}");
+        let thread = card["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| Some(t["role"].as_str().unwrap()) == card["thread"].as_str())
+            .expect("the verdict's thread is in the card");
+        let waited = thread["waited_us"].as_f64().unwrap();
+        let hog_us = culprit["us"].as_f64().unwrap();
+        // The hog accounts for at least 80 % of the time the audio thread waited, and the
+        // card accounts for at least 80 % of that wait.
+        assert!(
+            hog_us >= 0.8 * waited,
+            "hog {hog_us} µs of {waited} µs waited: {card:#}"
+        );
+        assert!(
+            thread["wait_accounted"].as_f64().unwrap() >= 0.8,
+            "{card:#}"
+        );
+        if hog_us >= 5_000.0 {
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 1,
+        "at least one card blames the hog for a large part of its 20 ms: {blamed:#?}"
+    );
+    // The summary's culprit table puts the hogs first.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let table = stdout
+        .split("culprits  stolen ms")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no culprit table:\n{stdout}"));
+    let first_row = table.lines().nth(1).unwrap_or_default();
+    assert!(
+        first_row.contains("xrl-hog (pid") && first_row.contains("SCHED_FIFO 90"),
+        "the top culprit is a hog: {first_row:?}\n{stdout}"
+    );
+    assert!(
+        stdout.contains("card      buffer"),
+        "the summary shows a card:\n{stdout}"
+    );
+}
+
+#[test]
+#[ignore = "needs root and perf tracepoints"]
+fn an_injected_stall_is_blamed_on_the_engines_own_render() {
+    require_root();
+    let _serial = serial();
+    let dir = scratch("explain-stall");
+    let j = dir.join("r.json");
+    let out = run_ok(&[
+        "run",
+        "--quiet",
+        "--explain",
+        "--stall",
+        "8ms",
+        "--stall-every",
+        "300ms",
+        "--duration",
+        "3s",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    require_tracer(&r);
+    let stalled: Vec<&Value> = dropouts(&r)
+        .iter()
+        .filter(|d| {
+            d["notes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n.as_str().unwrap().starts_with("injected stall (8.00 ms)"))
+        })
+        .collect();
+    // A stall every 300 ms for 3 s, the first at 300 ms: 9 or 10.
+    assert!(
+        stalled.len() >= 8,
+        "the stalled buffers are dropouts noted as injected: {}",
+        stalled.len()
+    );
+    for d in &stalled {
+        let card = &d["blame"];
+        let verdict = card["verdict"].as_str().unwrap();
+        assert_eq!(card["cause"], "ran_long", "{verdict}");
+        assert_eq!(
+            card["thread"], "driver",
+            "the stall is in the driver's render: {verdict}"
+        );
+        assert!(
+            card["main_culprit"].is_null(),
+            "no other task is blamed: {verdict}"
+        );
+        assert!(
+            verdict.starts_with("late: driver ran ")
+                && verdict.ends_with("; injected stall (8.00 ms)"),
+            "{verdict}"
+        );
+        // The driver ran about 8 ms more than its median: the stall, measured by the kernel.
+        let ran_long_us = card["cause_us"].as_f64().unwrap();
+        assert!(
+            (7_000.0..12_000.0).contains(&ran_long_us),
+            "ran {ran_long_us} µs longer than its median: {card:#}"
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("late: driver ran") && stdout.contains("injected stall (8.00 ms)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("0 lost") || r["explain"]["lost_events"].as_u64().unwrap() > 0);
+}
+
+#[test]
+#[ignore = "needs root: drops to user nobody with setpriv (test.sh runs it with --include-ignored)"]
+fn without_tracing_rights_the_run_completes_and_says_why() {
+    require_root();
+    let dir = scratch("explain-nobody");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let j = dir.join("r.json");
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_xrunlab"))
+        .args([
+            "run",
+            "--quiet",
+            "--explain",
+            "--duration",
+            "1s",
+            "--stall",
+            "8ms",
+            "--stall-every",
+            "300ms",
+            "--json",
+            j.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}\n{stdout}");
+    let r = json(&j);
+    let reason = r["explain"]["unavailable"]
+        .as_str()
+        .unwrap_or_else(|| panic!("explain.unavailable says why: {}", r["explain"]));
+    assert_eq!(r["explain"]["available"], false);
+    assert!(
+        reason.contains("needs root") || reason.contains("perf_event_open refused"),
+        "{reason}"
+    );
+    assert!(
+        stdout.contains(&format!("explain   unavailable: {reason}")),
+        "the summary gives the reason:\n{stdout}"
+    );
+    assert_eq!(
+        stderr.matches(reason).count(),
+        1,
+        "stderr says it once:\n{stderr}"
+    );
+    // The dropouts are still listed, saying why they have no card.
+    let all = dropouts(&r);
+    assert!(!all.is_empty(), "the stalls made dropouts");
+    assert!(all.iter().all(|d| d["blame"].is_null()
+        && d["no_card"]
+            .as_str()
+            .unwrap()
+            .contains("kernel tracing unavailable")));
+}
+
+/// Render slices per audio thread track, and the dropout instants, of a trace file.
+fn trace_contents(trace: &Value) -> (HashMap<i64, u64>, Vec<&Value>) {
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let mut renders: HashMap<i64, u64> = HashMap::new();
+    let mut instants = Vec::new();
+    for e in events {
+        if e["ph"] == "X" && e["name"] == "render" {
+            *renders.entry(e["tid"].as_i64().unwrap()).or_default() += 1;
+        }
+        if e["ph"] == "i" && e["name"] == "dropout" {
+            instants.push(e);
+        }
+    }
+    (renders, instants)
+}
+
+#[test]
+#[ignore = "needs root and perf tracepoints"]
+fn the_perfetto_trace_has_a_render_per_buffer_and_thread_and_every_dropout() {
+    require_root();
+    let _serial = serial();
+    let dir = scratch("explain-trace");
+    let (j, t) = (dir.join("r.json"), dir.join("t.json"));
+    run_ok(&[
+        "run",
+        "--quiet",
+        "--explain",
+        "--stall",
+        "8ms",
+        "--stall-every",
+        "400ms",
+        "--duration",
+        "2s",
+        "--json",
+        j.to_str().unwrap(),
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    require_tracer(&r);
+    let trace = json(&t);
+    let (renders, instants) = trace_contents(&trace);
+    let buffers = r["summary"]["buffers"].as_u64().unwrap();
+    let threads = r["scheduling"]["threads"].as_array().unwrap();
+    assert!(!threads.is_empty());
+    for th in threads {
+        let tid = th["tid"].as_i64().unwrap();
+        assert_eq!(
+            renders.get(&tid).copied().unwrap_or(0),
+            buffers,
+            "thread tid {tid} has one render slice per buffer"
+        );
+    }
+    let seqs: Vec<u64> = dropouts(&r)
+        .iter()
+        .map(|d| d["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seqs.len() as u64,
+        r["summary"]["dropouts"].as_u64().unwrap()
+    );
+    assert!(seqs.len() >= 3, "the stalls made dropouts: {seqs:?}");
+    let mut instant_seqs: Vec<u64> = instants
+        .iter()
+        .map(|e| e["args"]["detail"]["seq"].as_u64().unwrap())
+        .collect();
+    instant_seqs.sort_unstable();
+    assert_eq!(instant_seqs, seqs, "one dropout instant per dropout");
+    assert!(instants.iter().all(|e| e["args"]["verdict"]
+        .as_str()
+        .unwrap()
+        .contains("injected stall")
+        || e["args"]["verdict"].as_str().unwrap().starts_with("late:")));
+    // With --explain the kernel's view of the audio CPUs is beside the audio tracks.
+    let sched = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "sched")
+        .count();
+    assert!(sched > 100, "kernel sched slices: {sched}");
+    assert_eq!(r["trace"]["complete"], true);
+    assert_eq!(r["trace"]["path"], t.to_str().unwrap());
+}
+
+/// Descriptors of `pid` that are perf events.
+fn perf_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().contains("perf_event"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+#[ignore = "needs root and perf tracepoints"]
+fn sigterm_leaves_a_valid_trace_and_no_tracing_state() {
+    require_root();
+    let _serial = serial();
+    let dir = scratch("explain-sigterm");
+    let (j, t) = (dir.join("r.json"), dir.join("t.json"));
+    let child = spawn_run(&[
+        "--explain",
+        "--duration",
+        "60s",
+        "--json",
+        j.to_str().unwrap(),
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    let pid = child.id();
+    let t0 = Instant::now();
+    while perf_fds(pid) == 0 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(perf_fds(pid) > 0, "the run traces with perf events");
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&child, libc::SIGTERM);
+    let out = wait_output(child);
+    let r = json(&j);
+    require_tracer(&r);
+    assert!(
+        r["end"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted by SIGTERM"),
+        "{}",
+        r["end"]
+    );
+    let trace = json(&t);
+    let (renders, _) = trace_contents(&trace);
+    assert!(
+        renders.values().all(|&n| n > 100),
+        "the trace holds the run's buffers: {renders:?}"
+    );
+    assert_eq!(r["trace"]["complete"], true, "{}", r["trace"]);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".partial"))
+        .collect();
+    assert!(left.is_empty(), "no in-progress file is left: {left:?}");
+    // The tracer used perf_event_open only: the kernel freed its rings with the process, and
+    // no tracefs instance of ours exists (also none left by any earlier run).
+    for tracefs in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        if let Ok(instances) = std::fs::read_dir(Path::new(tracefs).join("instances")) {
+            let ours: Vec<_> = instances
+                .filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+                .filter(|n| n.starts_with("xrunlab"))
+                .collect();
+            assert!(
+                ours.is_empty(),
+                "tracefs instances left in {tracefs}: {ours:?}"
+            );
+        }
+    }
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the run is gone"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("explain   kernel events"));
+}
+
+/// A small tmpfs, unmounted on drop.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, size: &str) -> SmallDisk {
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "needs root: mounting a tmpfs at {}",
+            dir.display()
+        );
+        SmallDisk(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+#[ignore = "needs root: mounts a small tmpfs to fill it"]
+fn a_full_disk_ends_the_trace_with_a_warning_and_the_run_goes_on() {
+    require_root();
+    let dir = scratch("trace-full");
+    let disk_dir = dir.join("disk");
+    std::fs::create_dir_all(&disk_dir).unwrap();
+    let disk = SmallDisk::mount(&disk_dir, "256k");
+    let (j, t) = (dir.join("r.json"), disk_dir.join("t.json"));
+    let out = run_ok(&[
+        "run",
+        "--quiet",
+        "--duration",
+        "2s",
+        "--json",
+        j.to_str().unwrap(),
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r = json(&j);
+    let trace = &r["trace"];
+    assert_eq!(trace["complete"], false, "{trace}");
+    let warning = trace["warning"].as_str().unwrap();
+    assert!(
+        warning.contains("No space left on device") && warning.contains("the run goes on"),
+        "{warning}"
+    );
+    assert_eq!(
+        stderr.matches("No space left on device").count(),
+        1,
+        "one warning on stderr:\n{stderr}"
+    );
+    assert!(
+        stdout.contains("trace     ") && stdout.contains("INCOMPLETE"),
+        "{stdout}"
+    );
+    // The audio run went on to its end.
+    assert!(r["end"]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("duration reached"));
+    assert!(r["summary"]["buffers"].as_u64().unwrap() > 500);
+    assert!(
+        !t.exists(),
+        "an incomplete trace does not take the target's name"
+    );
+    drop(disk);
+}
+
+#[test]
+fn trace_flags_are_checked_before_the_run() {
+    let dir = scratch("trace-flags");
+    let missing = dir.join("no-such-dir").join("t.json");
+    let t0 = Instant::now();
+    let out = xrunlab()
+        .args(["run", "--duration", "30s", "--trace"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot write --trace") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "refused before the 30 s run"
+    );
+    for (flag, value) in [("--trace-every", "0"), ("--trace-max-events", "0")] {
+        let out = xrunlab()
+            .args(["run", "--trace"])
+            .arg(dir.join("t.json"))
+            .args([flag, value])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(flag) && stderr.contains("1.."), "{stderr}");
+    }
+    // Without --trace the trace flags mean nothing: refused rather than ignored.
+    let out = xrunlab()
+        .args(["run", "--trace-every", "4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--trace"));
+}
