@@ -231,11 +231,12 @@ mod tests {
 
         // Each iteration works until work / (work + wait) reaches the duty, so the
         // achieved duty is at least 50 % whatever the wait overslept; it exceeds it
-        // only by the spin step, or by preemption while working on a busy machine.
+        // by the spin step, or (wall-clock, as AudioPerfLab measures) by however long
+        // a loaded machine preempts the nice-19 thread while it works. It still waits.
         std::thread::sleep(Duration::from_millis(500));
         let achieved = busy.achieved_duty().expect("iterations completed");
         assert!(
-            (0.499..0.9).contains(&achieved),
+            (0.499..0.999).contains(&achieved),
             "a 50 % busy thread achieved {:.1} %",
             achieved * 100.0
         );

@@ -325,37 +325,53 @@ fn event_times_are_clock_monotonic_like_the_engine() {
 fn loopback_traffic_in_the_render_shows_as_net_rx_softirq_time() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let tracer = Tracer::start(&[AUDIO_CPU], &long_window()).expect("tracing starts as root");
-    // A "render" that sends UDP over loopback: the kernel runs the receive path as a NET_RX
-    // softirq on the sending CPU, inside the thread's own time.
-    let (tid, it) = std::thread::spawn(|| {
-        let report = apply_to_current_thread(&RtRequest {
-            cpus: Some(vec![AUDIO_CPU]),
-            ..RtRequest::default()
-        });
-        assert!(report.affinity.took_effect(), "{report:?}");
-        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        rx.set_nonblocking(true).unwrap();
-        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let payload = [7u8; 1024];
-        let mut buf = [0u8; 2048];
-        let period_start_ns = now_ns();
-        for _ in 0..2000 {
-            tx.send_to(&payload, rx.local_addr().unwrap()).unwrap();
-            while rx.recv(&mut buf).is_ok() {}
+    // A loaded machine can make one attempt's window come back without the thread's
+    // events (the reader fell behind); the property must hold in one of three.
+    let mut attempts = Vec::new();
+    let card = loop {
+        // A "render" that sends UDP over loopback: the kernel runs the receive path as a NET_RX
+        // softirq on the sending CPU, inside the thread's own time.
+        let (tid, it) = std::thread::spawn(|| {
+            let report = apply_to_current_thread(&RtRequest {
+                cpus: Some(vec![AUDIO_CPU]),
+                ..RtRequest::default()
+            });
+            assert!(report.affinity.took_effect(), "{report:?}");
+            let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            rx.set_nonblocking(true).unwrap();
+            let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            let payload = [7u8; 1024];
+            let mut buf = [0u8; 2048];
+            let period_start_ns = now_ns();
+            for _ in 0..2000 {
+                tx.send_to(&payload, rx.local_addr().unwrap()).unwrap();
+                while rx.recv(&mut buf).is_ok() {}
+            }
+            let end_ns = now_ns();
+            (
+                report.tid,
+                Iteration {
+                    period_start_ns,
+                    wake_ns: period_start_ns,
+                    end_ns,
+                },
+            )
+        })
+        .join()
+        .unwrap();
+        let card = card_for(&tracer, tid, &it, 1);
+        let has_net_rx = card.threads[0]
+            .interrupts
+            .iter()
+            .any(|c| c.kind == CulpritKind::Softirq && c.name == "NET_RX");
+        if has_net_rx || attempts.len() == 2 {
+            break card;
         }
-        let end_ns = now_ns();
-        (
-            report.tid,
-            Iteration {
-                period_start_ns,
-                wake_ns: period_start_ns,
-                end_ns,
-            },
-        )
-    })
-    .join()
-    .unwrap();
-    let card = card_for(&tracer, tid, &it, 1);
+        attempts.push(card.verdict.clone());
+    };
+    if !attempts.is_empty() {
+        println!("attempts without NET_RX before this one: {attempts:?}");
+    }
     let t = &card.threads[0];
     let net_rx = t
         .interrupts
