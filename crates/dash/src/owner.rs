@@ -99,6 +99,11 @@ struct Owner {
     last_power: Option<PowerSample>,
     fresh_power: Option<PowerSample>,
     cpus: Vec<CpuInfo>,
+    /// Where each CPU sits (SMT siblings, package, cluster, core type), read once.
+    topology: Vec<xrunlab_sys::CpuTopology>,
+    /// The cpuidle driver and each state at start, so status can count entries since.
+    idle_driver: Option<String>,
+    idle_at_start: Vec<xrunlab_sys::IdleState>,
     cpu_ids: Vec<usize>,
     freq_available: bool,
     freqs: Vec<Option<u64>>,
@@ -150,6 +155,9 @@ pub(crate) fn spawn(
             let sys = Path::new(xrunlab_sys::DEFAULT_SYS_ROOT);
             let power = PowerMeter::new(sys, Path::new(xrunlab_sys::DEFAULT_PROC_ROOT));
             let cpus = cpu_infos(sys);
+            let topology = xrunlab_sys::cpu_topology(sys);
+            let idle_driver = xrunlab_sys::cpuidle::idle_driver(sys);
+            let idle_at_start = xrunlab_sys::idle_states(sys);
             let cpu_ids: Vec<usize> = cpus.iter().map(|c| c.id).collect();
             let freq_available = cpus.iter().any(|c| c.cur_freq_khz.is_some());
             let mut owner = Owner {
@@ -164,6 +172,9 @@ pub(crate) fn spawn(
                 last_power: None,
                 fresh_power: None,
                 cpus,
+                topology,
+                idle_driver,
+                idle_at_start,
                 cpu_ids,
                 freq_available,
                 freqs: Vec::new(),
@@ -627,6 +638,17 @@ impl Owner {
         Ok(self.fault_view())
     }
 
+    /// The cpuidle driver and, per CPU and state, its exit latency and the entries since
+    /// the dashboard started (a few small sysfs reads: status is asked for, not streamed).
+    fn idle_view(&self) -> Value {
+        let now = xrunlab_sys::idle_states(Path::new(xrunlab_sys::DEFAULT_SYS_ROOT));
+        json!({
+            "driver": self.idle_driver,
+            "states": xrunlab_sys::idle_usage_delta(&self.idle_at_start, &now),
+            "note": if now.is_empty() { "no cpuidle states on this machine" } else { "entries since the dashboard started" },
+        })
+    }
+
     fn fault_view(&self) -> Value {
         match self.fault {
             Some(f) => {
@@ -652,6 +674,8 @@ impl Owner {
                 "last": self.last_power,
             },
             "cpus": self.cpus,
+            "topology": self.topology,
+            "idle": self.idle_view(),
             "freq": { "available": self.freq_available, "note": freq_note },
             "fault": self.fault_view(),
             "explain": {

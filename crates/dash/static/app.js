@@ -301,6 +301,16 @@ function showStatus(s) {
     const extra = c.extra_copies_built > 0 ? `; xrunlab's own extra copies: ${c.extra_copies_in_play} of ${c.extra_copies_built} in play` : '';
     lines.push(`Chord "${c.name}" (notes ${c.notes.join(' ')}, ${c.partials_per_chord} partials) x ${c.apl_chords}, one per physical core as AudioPerfLab: up to ${c.apl_max_sines} sines${extra}; busy threads running: ${s.busy_threads ?? 0}`);
   }
+  if (s.topology?.length) {
+    const smt = s.topology.some((t) => t.smt_siblings.length > 1);
+    const cores = s.topology.map((t) => `CPU${t.id}: package ${t.package_id ?? '?'} core ${t.core_id ?? '?'}${t.core_type ? ` (${t.core_type})` : ''}`);
+    lines.push(`Topology: ${cores.join('; ')}; SMT ${smt ? 'in use' : 'not in use'}`);
+  }
+  if (s.idle) {
+    const states = s.idle.states.filter((st) => st.cpu === s.idle.states[0]?.cpu).map((st) => `${st.name} (exit ${st.latency_us ?? '?'} µs)`);
+    const entries = s.idle.states.reduce((n, st) => n + st.entries, 0);
+    lines.push(states.length ? `Idle states (${s.idle.driver ?? 'driver unknown'}): ${states.join(', ')}; ${entries} entries on all CPUs since start` : `Idle states: ${s.idle.note}`);
+  }
   lines.push(`Power: ${s.power.source}`);
   if (s.fault.stall_ms > 0) lines.push(`Fault injection: ${s.fault.stall_ms} ms stall every ${s.fault.every_ms} ms`);
   if (s.last_error) lines.push(`Last refusal: ${s.last_error}`);

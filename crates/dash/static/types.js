@@ -145,6 +145,28 @@
  */
 
 /**
+ * Where a CPU sits (GET /api/status).
+ * @typedef {object} CpuTopology
+ * @property {number} id
+ * @property {number|null} package_id
+ * @property {number|null} cluster_id
+ * @property {number|null} core_id
+ * @property {number[]} smt_siblings
+ * @property {string|null} core_type
+ * @property {number|null} capacity
+ */
+
+/**
+ * One idle state's entries since the dashboard started.
+ * @typedef {object} IdleUsage
+ * @property {number} cpu
+ * @property {number} index
+ * @property {string} name
+ * @property {number|null} latency_us
+ * @property {number} entries
+ */
+
+/**
  * The chord in play (GET /api/status).
  * @typedef {object} ChordInfo
  * @property {string} name
@@ -182,6 +204,8 @@
  * @property {Counts} counts
  * @property {{source: string, estimated: boolean, last: PowerSample|null}} power
  * @property {CpuInfo[]} cpus
+ * @property {CpuTopology[]} [topology]
+ * @property {{driver: string|null, states: IdleUsage[], note: string}} [idle]
  * @property {{available: boolean, note: string}} freq
  * @property {{stall_ms: number, every_ms: number|null}} fault
  * @property {{enabled: boolean, available: boolean|null, unavailable: string|null}} explain

@@ -952,3 +952,36 @@ async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_r
         .any(|d| d["verdict"].as_str().unwrap().contains("injected stall")));
     running.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_carries_the_cpu_topology_and_idle_state_entries() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    let sys = std::path::Path::new(xrunlab_sys::DEFAULT_SYS_ROOT);
+    let online = xrunlab_sys::cpu::online_cpus(sys);
+    // Idle entries need time to accumulate on a machine that has cpuidle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let s = json_of(&request(port, "GET", "/api/status", &[], "").await.1);
+    let topology = s["topology"].as_array().expect("topology in the status");
+    let ids: Vec<u64> = topology.iter().map(|t| t["id"].as_u64().unwrap()).collect();
+    assert_eq!(
+        ids,
+        online.iter().map(|&c| c as u64).collect::<Vec<_>>(),
+        "one entry per online CPU"
+    );
+    assert!(topology
+        .iter()
+        .all(|t| t["smt_siblings"].as_array().is_some_and(|s| !s.is_empty())));
+    let states = s["idle"]["states"]
+        .as_array()
+        .expect("idle states in the status");
+    if xrunlab_sys::idle_states(sys).is_empty() {
+        assert_eq!(s["idle"]["note"], "no cpuidle states on this machine");
+    } else {
+        // One row per CPU and state, with entries counted since the dashboard started.
+        assert_eq!(states.len(), xrunlab_sys::idle_states(sys).len());
+        assert!(states.iter().all(|st| st["entries"].as_u64().is_some()));
+        assert!(s["idle"]["driver"].as_str().is_some(), "{}", s["idle"]);
+    }
+    running.shutdown().await.unwrap();
+}
