@@ -306,10 +306,12 @@ function showStatus(s) {
     const cores = s.topology.map((t) => `CPU${t.id}: package ${t.package_id ?? '?'} core ${t.core_id ?? '?'}${t.core_type ? ` (${t.core_type})` : ''}`);
     lines.push(`Topology: ${cores.join('; ')}; SMT ${smt ? 'in use' : 'not in use'}`);
   }
-  if (s.idle) {
-    const states = s.idle.states.filter((st) => st.cpu === s.idle.states[0]?.cpu).map((st) => `${st.name} (exit ${st.latency_us ?? '?'} µs)`);
-    const entries = s.idle.states.reduce((n, st) => n + st.entries, 0);
-    lines.push(states.length ? `Idle states (${s.idle.driver ?? 'driver unknown'}): ${states.join(', ')}; ${entries} entries on all CPUs since start` : `Idle states: ${s.idle.note}`);
+  const idle = s.idle;
+  if (idle) {
+    const first = idle.states[0]?.cpu;
+    const states = idle.states.filter((st) => st.cpu === first).map((st) => `${st.name} (exit ${st.latency_us ?? '?'} µs)`);
+    const entries = idle.states.reduce((n, st) => n + st.entries, 0);
+    lines.push(states.length ? `Idle states (${idle.driver ?? 'driver unknown'}): ${states.join(', ')}; ${entries} entries on all CPUs since start` : `Idle states: ${idle.note}`);
   }
   lines.push(`Power: ${s.power.source}`);
   if (s.fault.stall_ms > 0) lines.push(`Fault injection: ${s.fault.stall_ms} ms stall every ${s.fault.every_ms} ms`);
