@@ -211,9 +211,9 @@ fn bench_prints_both_kernels_and_the_engine_overhead() {
 #[ignore = "needs root: drops to user nobody with setpriv (test.sh runs it with --include-ignored)"]
 fn without_privileges_real_time_is_refused_with_a_warning_and_the_run_goes_on() {
     // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
     assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+        euid, 0,
         "this test needs root to drop to an unprivileged user"
     );
     let dir = scratch("nobody");

@@ -863,9 +863,9 @@ async fn the_explain_api_validates_and_says_why_there_is_no_card() {
 #[ignore = "needs root and perf tracepoints"]
 async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_render() {
     // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
     assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
+        euid, 0,
         "needs root and perf tracepoints (CI runs ignored tests as root)"
     );
     // SCHED_FIFO audio threads, as a real run has: with SCHED_OTHER ones the other tests'

@@ -1,5 +1,12 @@
 //! Kernel selection and the shared entry point [`render`]; runs on audio threads (see the crate's real-time contract).
 
+// The real-time contract, checked against clippy.toml's list.
+#![deny(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::disallowed_macros
+)]
+
 mod fast;
 mod reference;
 

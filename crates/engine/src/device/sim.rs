@@ -99,6 +99,14 @@ impl Device for SimDevice {
     }
 }
 
+/// The device's buffers, allocated before the clock loop starts.
+struct Buffers {
+    out_l: Vec<f32>,
+    out_r: Vec<f32>,
+    in_l: Vec<f32>,
+    in_r: Vec<f32>,
+}
+
 fn clock_loop(
     renderer: &mut Renderer,
     signals: &DeviceSignals,
@@ -108,10 +116,36 @@ fn clock_loop(
     input: bool,
 ) {
     let n = frames as usize;
-    let mut out_l = vec![0.0f32; n];
-    let mut out_r = vec![0.0f32; n];
-    let mut in_l = vec![0.0f32; n];
-    let mut in_r = vec![0.0f32; n];
+    let buffers = Buffers {
+        out_l: vec![0.0f32; n],
+        out_r: vec![0.0f32; n],
+        in_l: vec![0.0f32; n],
+        in_r: vec![0.0f32; n],
+    };
+    periods(renderer, signals, stop, rate, frames, input, buffers);
+}
+
+// The period loop is the driver thread's real-time path: the rules of `rt`, checked.
+#[deny(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::disallowed_macros
+)]
+fn periods(
+    renderer: &mut Renderer,
+    signals: &DeviceSignals,
+    stop: &AtomicBool,
+    rate: u32,
+    frames: u32,
+    input: bool,
+    buffers: Buffers,
+) {
+    let Buffers {
+        mut out_l,
+        mut out_r,
+        mut in_l,
+        mut in_r,
+    } = buffers;
     let mut tone_phase = 0.0f64;
     let tone_inc = std::f64::consts::TAU * INPUT_TONE_HZ / f64::from(rate.max(1));
     // Start one period from now so the first period is not already late.

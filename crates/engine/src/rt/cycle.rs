@@ -110,6 +110,8 @@ pub(crate) struct Work {
 }
 
 impl CycleShared {
+    /// Built on the control thread before the audio threads start: the one place here that allocates.
+    #[allow(clippy::disallowed_macros, clippy::disallowed_methods)]
     pub(crate) fn new(chord: &Chord, slots: usize, max_frames: usize) -> Self {
         let mut bank = PartialBank::new(chord);
         let ptrs = BankPtrs {

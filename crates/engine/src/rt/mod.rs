@@ -17,6 +17,13 @@
 //! - Cross-thread data is atomics or memory handed over by the cycle protocol
 //!   in [`cycle`], whose `// SAFETY:` comments state the ordering.
 
+// The rules above, checked: clippy.toml lists what allocates, locks, prints or blocks.
+#![deny(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::disallowed_macros
+)]
+
 pub mod alloc_probe;
 pub mod clock;
 pub mod controls;
