@@ -134,6 +134,8 @@ pub struct PlacementArgs {
 pub enum SweepCommand {
     /// Throughput against thread count and scheduling class (sine kernel and zstd).
     Threads(ThreadsArgs),
+    /// Audio-thread CPU (user and system per thread), wake-ups and dropouts against buffer size.
+    Buffer(BufferArgs),
 }
 
 #[derive(Debug, Args)]
@@ -158,6 +160,22 @@ pub struct ThreadsArgs {
         allow_negative_numbers = true
     )]
     pub knee_pct: f64,
+    #[command(flatten)]
+    pub out: LabOut,
+}
+
+#[derive(Debug, Args)]
+pub struct BufferArgs {
+    /// Buffer sizes in frames, comma-separated powers of two 16..=4096 (default all of them;
+    /// --quick: 32,256,2048).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub buffers: Option<Vec<u32>>,
+    /// Sustained sines at every point.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    pub sines: usize,
+    /// Measured wall time per point, 200ms..=600s (default 3s; --quick 1s).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub per_point: Option<Duration>,
     #[command(flatten)]
     pub out: LabOut,
 }

@@ -1,15 +1,17 @@
 //! The experiment commands (`probe`, `sweep`, `capacity`): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
 
 use crate::lab_cli::{
-    LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, SweepArgs, SweepCommand,
-    ThreadsArgs, WakeupArgs,
+    BufferArgs, LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, SweepArgs,
+    SweepCommand, ThreadsArgs, WakeupArgs,
 };
 use crate::signals::StopSignals;
 use crate::{files, Failure};
 use std::io::IsTerminal;
 use std::time::Duration;
 use xrunlab_lab::timing::Class;
-use xrunlab_lab::{placement, sleep, threads, wakeup, Ctx, Experiment, LabError, LabResult};
+use xrunlab_lab::{
+    buffer, placement, sleep, threads, wakeup, Ctx, Experiment, LabError, LabResult,
+};
 use xrunlab_sys::Provenance;
 
 impl From<LabError> for Failure {
@@ -187,6 +189,7 @@ fn probe_placement(a: &PlacementArgs) -> Result<(), Failure> {
 pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     match &args.which {
         SweepCommand::Threads(a) => sweep_threads(a),
+        SweepCommand::Buffer(a) => sweep_buffer(a),
     }
 }
 
@@ -205,4 +208,21 @@ fn sweep_threads(a: &ThreadsArgs) -> Result<(), Failure> {
     params.knee_pct = a.knee_pct;
     params.validate()?;
     execute(&a.out, &[], |ctx| threads::run(&params, ctx), |_| Ok(()))
+}
+
+fn sweep_buffer(a: &BufferArgs) -> Result<(), Failure> {
+    let mut params = if a.out.quick {
+        buffer::BufferParams::quick()
+    } else {
+        buffer::BufferParams::full()
+    };
+    if let Some(b) = &a.buffers {
+        params.buffers = b.clone();
+    }
+    if let Some(d) = a.per_point {
+        params.per_point = d;
+    }
+    params.sines = a.sines;
+    params.validate()?;
+    execute(&a.out, &[], |ctx| buffer::run(&params, ctx), |_| Ok(()))
 }

@@ -336,3 +336,87 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
         "1..=256",
     );
 }
+
+#[test]
+fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread() {
+    let dir = scratch("lab-buffer");
+    let (j, c) = (dir.join("b.json"), dir.join("b.csv"));
+    run_ok(&[
+        "sweep",
+        "buffer",
+        "--quick",
+        "--sines",
+        "200",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "sweep.buffer");
+    assert_eq!(r["incomplete"], false);
+    let points = r["result"]["points"].as_array().unwrap();
+    let sizes: Vec<u64> = points
+        .iter()
+        .map(|p| p["buffer"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [32, 256, 2048]);
+    let mut previous = f64::INFINITY;
+    for p in points {
+        let (got, want) = (
+            p["buffers_per_s"].as_f64().unwrap(),
+            p["expected_buffers_per_s"].as_f64().unwrap(),
+        );
+        // The simulated clock paces the buffers: rate / frames, loosely (a busy machine delays some).
+        assert!(
+            got > want * 0.7 && got < want * 1.3,
+            "buffers/s near rate/frames: {p}"
+        );
+        assert!(
+            got < previous,
+            "wake-ups per second fall as the buffer grows: {p}"
+        );
+        previous = got;
+        let threads = p["threads"].as_array().unwrap();
+        assert!(
+            !threads.is_empty(),
+            "every point lists its audio threads: {p}"
+        );
+        for t in threads {
+            let (u, s) = (
+                t["user_pct"].as_f64().unwrap(),
+                t["system_pct"].as_f64().unwrap(),
+            );
+            assert!(
+                (0.0..=100.5).contains(&u) && (0.0..=100.5).contains(&s),
+                "{t}"
+            );
+        }
+        // The driver blocks between buffers: at least one voluntary switch per buffer or so.
+        let driver = &threads[0];
+        assert_eq!(driver["role"], "driver");
+        assert!(
+            driver["voluntary_per_s"].as_f64().unwrap() > got * 0.5,
+            "the driver sleeps between buffers: {driver}"
+        );
+    }
+    let csv = std::fs::read_to_string(&c).unwrap();
+    assert!(csv.starts_with("buffer,thread,role,tid,user_pct,system_pct"));
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with("energy"))
+            || r["result"]["energy"] == "RAPL"
+    );
+}
+
+#[test]
+fn buffer_sweep_rejects_a_buffer_that_is_not_a_power_of_two() {
+    usage_error(
+        &["sweep", "buffer", "--buffers", "64,100"],
+        "--buffers",
+        "powers of two 16..=4096",
+    );
+}
