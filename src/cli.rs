@@ -33,6 +33,9 @@ pub enum Command {
     Probe(crate::lab_cli::ProbeArgs),
     /// Sweeps: throughput against threads and scheduling class.
     Sweep(crate::lab_cli::SweepArgs),
+    /// VoiceMark, LatencyMark and burst response: the largest dropout-free sine count per buffer
+    /// and preset, the smallest buffer for a load, the largest burst a steady load absorbs.
+    Capacity(crate::lab_cli::CapacityArgs),
 }
 
 #[derive(Debug, Args)]

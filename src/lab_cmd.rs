@@ -1,8 +1,11 @@
 //! The experiment commands (`probe`, `sweep`, `capacity`): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
 
+use crate::cli::DeviceKind;
+use crate::devices;
+use crate::jack_support::JackArgs;
 use crate::lab_cli::{
-    BufferArgs, LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, SweepArgs,
-    SweepCommand, ThreadsArgs, WakeupArgs,
+    BufferArgs, CapacityArgs, CapacityPreset, LabOut, PlacementArgs, PolicyArg, ProbeArgs,
+    ProbeCommand, SleepArgs, SweepArgs, SweepCommand, ThreadsArgs, WakeupArgs,
 };
 use crate::signals::StopSignals;
 use crate::{files, Failure};
@@ -10,7 +13,8 @@ use std::io::IsTerminal;
 use std::time::Duration;
 use xrunlab_lab::timing::Class;
 use xrunlab_lab::{
-    buffer, placement, sleep, threads, wakeup, Ctx, Experiment, LabError, LabResult,
+    buffer, capacity as cap, placement, sleep, threads, wakeup, Ctx, Experiment, LabError,
+    LabResult,
 };
 use xrunlab_sys::Provenance;
 
@@ -225,4 +229,55 @@ fn sweep_buffer(a: &BufferArgs) -> Result<(), Failure> {
     params.sines = a.sines;
     params.validate()?;
     execute(&a.out, &[], |ctx| buffer::run(&params, ctx), |_| Ok(()))
+}
+
+pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
+    let mut params = if a.out.quick {
+        cap::CapacityParams::quick()
+    } else {
+        cap::CapacityParams::full()
+    };
+    if let Some(b) = &a.buffers {
+        params.buffers = b.clone();
+    }
+    if let Some(p) = &a.presets {
+        params.presets = p
+            .iter()
+            .map(|p| match p {
+                CapacityPreset::Standard => xrunlab_engine::Preset::Standard,
+                CapacityPreset::Optimal => xrunlab_engine::Preset::Optimal,
+            })
+            .collect();
+    }
+    if let Some(d) = a.seconds {
+        params.seconds = d;
+    }
+    params.repeats = a.repeats;
+    params.latency_sines = a.latency_sines;
+    params.burst_load_pct = a.burst_load;
+    params.device = match a.device {
+        DeviceKind::Sim => "sim",
+        DeviceKind::Jack => "jack",
+    }
+    .into();
+    params.validate()?;
+    let kind = a.device;
+    if kind == DeviceKind::Jack && !crate::jack_support::AVAILABLE {
+        // The same message `run --device jack` gives in a build without JACK.
+        let mut c = xrunlab_engine::EngineConfig::default();
+        devices::open_with(kind, &JackArgs::default(), &mut c).map_err(Failure::Runtime)?;
+    }
+    let mut open = |c: &mut xrunlab_engine::EngineConfig| {
+        let jack = JackArgs {
+            buffer_request: Some(c.buffer_frames),
+            ..JackArgs::default()
+        };
+        devices::open_with(kind, &jack, c)
+    };
+    execute(
+        &a.out,
+        &[],
+        |ctx| cap::run(&params, &mut open, ctx),
+        |_| Ok(()),
+    )
 }

@@ -36,6 +36,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Dashboard(args)) => dashboard_cmd::dashboard(args),
         Some(cli::Command::Probe(args)) => lab_cmd::probe(args),
         Some(cli::Command::Sweep(args)) => lab_cmd::sweep(args),
+        Some(cli::Command::Capacity(args)) => lab_cmd::capacity(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

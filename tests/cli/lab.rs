@@ -420,3 +420,99 @@ fn buffer_sweep_rejects_a_buffer_that_is_not_a_power_of_two() {
         "powers of two 16..=4096",
     );
 }
+
+#[test]
+fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it() {
+    let dir = scratch("lab-capacity");
+    let (j, c) = (dir.join("c.json"), dir.join("c.csv"));
+    run_ok(&[
+        "capacity",
+        "--quick",
+        "--buffers",
+        "256",
+        "--seconds",
+        "500ms",
+        "--repeats",
+        "2",
+        "--latency-sines",
+        "100",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "capacity");
+    assert_eq!(r["incomplete"], false);
+    let res = &r["result"];
+    let core = res["core_sines"][0][1].as_f64().unwrap();
+    assert!(core > 0.0, "one core's capacity was measured: {res}");
+    let points = res["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "one buffer and one preset in --quick");
+    let p = &points[0];
+    let (sines, ceiling) = (
+        p["sines"].as_u64().unwrap(),
+        p["search_ceiling"].as_u64().unwrap(),
+    );
+    assert!(sines > 0 && sines < ceiling, "0 < capacity < ceiling: {p}");
+    let pct = p["pct_of_one_core"].as_f64().unwrap();
+    assert!((pct - sines as f64 / core * 100.0).abs() < 0.01, "{p}");
+    // The confirmed count ran clean in every repeat, and the spread covers the repeats.
+    let repeats = p["repeats"].as_array().unwrap();
+    assert_eq!(repeats.len(), 2);
+    for t in repeats {
+        assert_eq!(t["sines"].as_u64().unwrap(), sines);
+        assert_eq!(t["dropouts"], 0, "{t}");
+        assert!(t["buffers"].as_u64().unwrap() > 0);
+    }
+    let s = &p["max_load_pct_spread"];
+    assert!(s["min"].as_f64().unwrap() <= s["median"].as_f64().unwrap());
+    assert!(s["median"].as_f64().unwrap() <= s["max"].as_f64().unwrap());
+    // Every clean search trial is at or below the answer's bracket; every failed one above it.
+    let tol = p["tolerance"].as_u64().unwrap();
+    let found = sines + tol * p["step_downs"].as_u64().unwrap();
+    for t in p["trials"].as_array().unwrap() {
+        let n = t["sines"].as_u64().unwrap();
+        if t["dropouts"] == 0 {
+            assert!(n <= found, "clean trial above the search's answer: {t}");
+        } else {
+            assert!(n > sines, "failed trial at or below the answer: {t}");
+        }
+    }
+    let burst = &p["burst"];
+    assert_eq!(
+        burst["steady_sines"].as_u64().unwrap(),
+        (sines as f64 * 0.5).round() as u64
+    );
+    assert!(burst["trials"].as_array().unwrap().len() >= 2, "{burst}");
+    let latency = &res["latency"][0];
+    assert_eq!(latency["sines"], 100);
+    let trials = latency["trials"].as_array().unwrap();
+    assert!(!trials.is_empty());
+    if let Some(b) = latency["smallest_buffer"].as_u64() {
+        // The smallest buffer that passed was tried and was clean; every smaller one tried failed.
+        for t in trials {
+            let tb = t["buffer"].as_u64().unwrap();
+            assert_eq!(t["dropouts"] == 0, tb >= b, "{t}");
+        }
+    }
+    assert!(std::fs::read_to_string(&c)
+        .unwrap()
+        .starts_with("preset,buffer,sines,pct_of_one_core"));
+}
+
+#[test]
+fn capacity_rejects_bad_presets_and_repeats() {
+    usage_error(&["capacity", "--repeats", "0"], "--repeats", "1..=100");
+    usage_error(
+        &["capacity", "--burst-load", "120"],
+        "--burst-load",
+        "0..=100",
+    );
+    let out = xrunlab()
+        .args(["capacity", "--presets", "fast"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("standard"));
+}

@@ -8,6 +8,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod buffer;
+pub mod capacity;
 pub mod common;
 pub mod hist;
 pub mod placement;
