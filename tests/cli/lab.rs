@@ -516,3 +516,45 @@ fn capacity_rejects_bad_presets_and_repeats() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("standard"));
 }
+
+#[test]
+fn report_inlines_the_dashboards_chart_module_and_the_results_and_refuses_other_json() {
+    let dir = scratch("lab-report");
+    let (run, html) = (dir.join("run.json"), dir.join("r.html"));
+    run_ok(&[
+        "run",
+        "--duration",
+        "300ms",
+        "--json",
+        run.to_str().unwrap(),
+    ]);
+    run_ok(&[
+        "report",
+        run.to_str().unwrap(),
+        "--out",
+        html.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    // The dashboard's charts.js is inlined as built, not copied: its export is in the page.
+    assert!(page.contains("export function threadColor(index)"));
+    assert!(page.contains(r#""schema":"xrunlab.run/1""#));
+    assert!(!page.contains("src=\"http") && !page.contains("href=\"http"));
+    assert_eq!(
+        page.matches("</script>").count(),
+        3,
+        "three script elements, none cut short"
+    );
+
+    let other = dir.join("other.json");
+    std::fs::write(&other, r#"{"schema":"something/9"}"#).unwrap();
+    usage_error(
+        &[
+            "report",
+            other.to_str().unwrap(),
+            "--out",
+            html.to_str().unwrap(),
+        ],
+        "schema",
+        "xrunlab.run/1, xrunlab.lab/1",
+    );
+}
