@@ -2,6 +2,14 @@
 
 use crate::{run_ok, scratch, xrunlab};
 
+/// The capacity search saturates both CPUs with real-time threads on purpose; the buffer sweep
+/// measures wake-up rates. They take turns so one does not measure the other.
+static SATURATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    SATURATING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -339,6 +347,7 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
 
 #[test]
 fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread() {
+    let _turn = one_at_a_time();
     let dir = scratch("lab-buffer");
     let (j, c) = (dir.join("b.json"), dir.join("b.csv"));
     run_ok(&[
@@ -369,7 +378,7 @@ fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread
         );
         // The simulated clock paces the buffers: rate / frames, loosely (a busy machine delays some).
         assert!(
-            got > want * 0.7 && got < want * 1.3,
+            got > want * 0.6 && got < want * 1.3,
             "buffers/s near rate/frames: {p}"
         );
         assert!(
@@ -400,6 +409,12 @@ fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread
             "the driver sleeps between buffers: {driver}"
         );
     }
+    // A wake-up's cost grows with the frames it renders: 64x the frames at the same sines.
+    let per_buffer = |p: &serde_json::Value| p["cpu_us_per_buffer"].as_f64().unwrap();
+    assert!(
+        per_buffer(&points[2]) > per_buffer(&points[0]),
+        "CPU per buffer at 2048 frames above 32 frames: {points:?}"
+    );
     let csv = std::fs::read_to_string(&c).unwrap();
     assert!(csv.starts_with("buffer,thread,role,tid,user_pct,system_pct"));
     assert!(
@@ -423,6 +438,7 @@ fn buffer_sweep_rejects_a_buffer_that_is_not_a_power_of_two() {
 
 #[test]
 fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it() {
+    let _turn = one_at_a_time();
     let dir = scratch("lab-capacity");
     let (j, c) = (dir.join("c.json"), dir.join("c.csv"));
     run_ok(&[

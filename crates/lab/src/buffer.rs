@@ -101,7 +101,8 @@ pub struct ThreadCpu {
     pub tid: i32,
     /// The policy the kernel reports for it, e.g. "SCHED_FIFO 70".
     pub sched: String,
-    /// User CPU time as % of the wall time (clock-tick resolution, as pidstat's %usr).
+    /// User CPU time as % of the wall time (as pidstat's %usr). The kernel charges each clock
+    /// tick to user or system as it finds the thread, so the split is sampled, not exact.
     pub user_pct: f64,
     /// System CPU time as % of the wall time (as pidstat's %system).
     pub system_pct: f64,
@@ -136,6 +137,9 @@ pub struct BufferPoint {
     pub user_pct: f64,
     /// Sum over the audio threads of system CPU %.
     pub system_pct: f64,
+    /// CPU time of the audio threads per buffer in µs (`cpu_pct` spread over the buffers):
+    /// what one wake-up of the engine costs, work included.
+    pub cpu_us_per_buffer: f64,
     /// Sum over the audio threads of schedstat run time %, when schedstat exists.
     pub run_pct: Option<f64>,
     /// Sum over the audio threads of voluntary switches per second.
@@ -306,6 +310,11 @@ fn point(
         dropouts,
         buffers,
         cpu_pct: user_pct + system_pct,
+        cpu_us_per_buffer: if buffers > 0 {
+            (user_pct + system_pct) / 100.0 * secs * 1e6 / buffers as f64
+        } else {
+            0.0
+        },
         user_pct,
         system_pct,
         run_pct: threads.iter().map(|t| t.run_pct).sum(),
@@ -361,17 +370,18 @@ impl Experiment for BufferResult {
             "audio-thread CPU against buffer size: {} sines at {} Hz on the simulated device; energy: {}\n",
             self.params.sines, self.params.sample_rate, self.energy
         );
-        out.push_str(" buffer  buffers/s  (expected)   %usr  %system   %CPU  %run  wakeups/s  dropouts  watts\n");
+        out.push_str(" buffer  buffers/s  (expected)   %usr  %system   %CPU  us/buffer  %run  wakeups/s  dropouts  watts\n");
         for q in &self.points {
             let _ = writeln!(
                 out,
-                "{:>7} {:>10.1} {:>11.1} {:>6.1} {:>8.1} {:>6.1} {:>5} {:>10.0} {:>9} {:>6}",
+                "{:>7} {:>10.1} {:>11.1} {:>6.1} {:>8.1} {:>6.1} {:>10.1} {:>5} {:>10.0} {:>9} {:>6}",
                 q.buffer,
                 q.buffers_per_s,
                 q.expected_buffers_per_s,
                 q.user_pct,
                 q.system_pct,
                 q.cpu_pct,
+                q.cpu_us_per_buffer,
                 q.run_pct.map_or("-".into(), |v| format!("{v:.1}")),
                 q.voluntary_per_s,
                 q.dropouts,

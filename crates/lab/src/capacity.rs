@@ -453,6 +453,10 @@ fn voicemark(
         }
         step_downs += 1;
         sines = sines.saturating_sub(tolerance);
+        if sines == 0 {
+            // Nothing was confirmed: the failed repeats belong to a larger count.
+            repeats.clear();
+        }
     }
     // A JACK server keeps its own rate; the figures follow the device.
     let sample_rate = repeats.first().map_or(base.sample_rate, |t| t.sample_rate);
@@ -624,6 +628,15 @@ impl Experiment for CapacityResult {
         let mut w = Vec::new();
         if self.points.iter().any(|q| q.sines >= q.search_ceiling) {
             w.push("a count reached the search ceiling: the capacity is at least that".into());
+        }
+        for q in self.points.iter().filter(|q| q.sines == 0) {
+            w.push(format!(
+                "{} at {} frames: no count stayed dropout-free for {} s (every trial down to {} sines had a dropout; a busy machine or a refused real-time class does this)",
+                q.preset.name(),
+                q.buffer,
+                self.params.seconds.as_secs_f64(),
+                q.trials.iter().map(|t| t.sines).min().unwrap_or(0)
+            ));
         }
         w
     }
