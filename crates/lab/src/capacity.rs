@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use xrunlab_dsp::Kernel;
 use xrunlab_engine::{Device, Engine, EngineConfig, Preset};
 
+/// Confirmation steps down at most this many brackets before it gives up (no confirmed count).
+pub const MAX_STEP_DOWNS: usize = 8;
 /// Buffer sizes the LatencyMark tries, smallest first.
 pub const LATENCY_BUFFERS: [u32; 9] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
 /// Time each trial runs before its buffers count, so start-up is not judged.
@@ -226,7 +228,8 @@ pub struct CapacityPoint {
     pub search_ceiling: usize,
     /// The bracket width at which the search stopped.
     pub tolerance: usize,
-    /// How often the confirmation saw a dropout and stepped down by `tolerance`.
+    /// How often the confirmation saw a dropout and stepped down by `tolerance` (after
+    /// [`MAX_STEP_DOWNS`] it gives up and `sines` is 0).
     pub step_downs: usize,
     /// The repeats at `sines`.
     pub repeats: Vec<Trial>,
@@ -453,6 +456,11 @@ fn voicemark(
         }
         step_downs += 1;
         sines = sines.saturating_sub(tolerance);
+        if step_downs > MAX_STEP_DOWNS {
+            // The search's answer does not reproduce within a few brackets: the machine's noise,
+            // not the load, decides; report no confirmed count rather than walk down to 0.
+            sines = 0;
+        }
         if sines == 0 {
             // Nothing was confirmed: the failed repeats belong to a larger count.
             repeats.clear();
@@ -631,11 +639,12 @@ impl Experiment for CapacityResult {
         }
         for q in self.points.iter().filter(|q| q.sines == 0) {
             w.push(format!(
-                "{} at {} frames: no count stayed dropout-free for {} s (every trial down to {} sines had a dropout; a busy machine or a refused real-time class does this)",
+                "{} at {} frames: no count stayed dropout-free for {} s in the search and every repeat (smallest tried: {} sines, {} step-downs; a busy machine or a refused real-time class does this)",
                 q.preset.name(),
                 q.buffer,
                 self.params.seconds.as_secs_f64(),
-                q.trials.iter().map(|t| t.sines).min().unwrap_or(0)
+                q.trials.iter().map(|t| t.sines).min().unwrap_or(0),
+                q.step_downs
             ));
         }
         w
