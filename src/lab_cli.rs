@@ -214,6 +214,9 @@ pub struct CapacityArgs {
     /// Audio device: the simulated one, or a running JACK server (asked for each buffer size).
     #[arg(long, value_enum, default_value_t = crate::cli::DeviceKind::Sim)]
     pub device: crate::cli::DeviceKind,
+    /// With --device jack: the server's name (`jackd -n NAME`); default: $JACK_DEFAULT_SERVER or "default".
+    #[arg(long, value_name = "NAME")]
+    pub jack_server: Option<String>,
     #[command(flatten)]
     pub out: LabOut,
 }

@@ -269,6 +269,7 @@ pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
     }
     let mut open = |c: &mut xrunlab_engine::EngineConfig| {
         let jack = JackArgs {
+            server: a.jack_server.clone(),
             buffer_request: Some(c.buffer_frames),
             ..JackArgs::default()
         };
