@@ -35,6 +35,21 @@ pub enum Command {
     Sweep(crate::lab_cli::SweepArgs),
     /// Check this machine for low-latency audio; --measure proves fixes by measuring them.
     Doctor(DoctorArgs),
+    /// VoiceMark, LatencyMark and burst response: the largest dropout-free sine count per buffer
+    /// and preset, the smallest buffer for a load, the largest burst a steady load absorbs.
+    Capacity(crate::lab_cli::CapacityArgs),
+    /// Draw result files (run and experiment JSON) in one self-contained HTML page.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result files written by --json of run, probe, sweep or capacity.
+    #[arg(required = true, value_name = "FILE.json")]
+    pub files: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(long, value_name = "FILE", default_value = "report.html")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]

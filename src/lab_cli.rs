@@ -134,6 +134,8 @@ pub struct PlacementArgs {
 pub enum SweepCommand {
     /// Throughput against thread count and scheduling class (sine kernel and zstd).
     Threads(ThreadsArgs),
+    /// Audio-thread CPU (user and system per thread), wake-ups and dropouts against buffer size.
+    Buffer(BufferArgs),
 }
 
 #[derive(Debug, Args)]
@@ -158,6 +160,63 @@ pub struct ThreadsArgs {
         allow_negative_numbers = true
     )]
     pub knee_pct: f64,
+    #[command(flatten)]
+    pub out: LabOut,
+}
+
+#[derive(Debug, Args)]
+pub struct BufferArgs {
+    /// Buffer sizes in frames, comma-separated powers of two 16..=4096 (default all of them;
+    /// --quick: 32,256,2048).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub buffers: Option<Vec<u32>>,
+    /// Sustained sines at every point.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    pub sines: usize,
+    /// Measured wall time per point, 200ms..=600s (default 3s; --quick 1s).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub per_point: Option<Duration>,
+    #[command(flatten)]
+    pub out: LabOut,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CapacityPreset {
+    Standard,
+    Optimal,
+}
+
+#[derive(Debug, Args)]
+pub struct CapacityArgs {
+    /// Buffer sizes in frames, comma-separated, each 16..=4096 (default 64,128,256; --quick 128).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub buffers: Option<Vec<u32>>,
+    /// Presets, comma-separated (default standard,optimal; --quick standard).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_enum)]
+    pub presets: Option<Vec<CapacityPreset>>,
+    /// How long a trial must stay dropout-free, 200ms..=1h (default 5s; --quick 1s).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub seconds: Option<Duration>,
+    /// Confirmation runs at the found count, 1..=100.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeats: usize,
+    /// LatencyMark: the load, in sines, whose smallest dropout-free buffer is searched.
+    #[arg(long, value_name = "N", default_value_t = 300)]
+    pub latency_sines: usize,
+    /// Burst response: the steady load as a percentage of the capacity found, 0..=100 (0: skip).
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 50.0,
+        allow_negative_numbers = true
+    )]
+    pub burst_load: f64,
+    /// Audio device: the simulated one, or a running JACK server (asked for each buffer size).
+    #[arg(long, value_enum, default_value_t = crate::cli::DeviceKind::Sim)]
+    pub device: crate::cli::DeviceKind,
+    /// With --device jack: the server's name (`jackd -n NAME`); default: $JACK_DEFAULT_SERVER or "default".
+    #[arg(long, value_name = "NAME")]
+    pub jack_server: Option<String>,
     #[command(flatten)]
     pub out: LabOut,
 }

@@ -1,15 +1,21 @@
 //! The experiment commands (`probe`, `sweep`, `capacity`): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
 
+use crate::cli::DeviceKind;
+use crate::devices;
+use crate::jack_support::JackArgs;
 use crate::lab_cli::{
-    LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs, SweepArgs, SweepCommand,
-    ThreadsArgs, WakeupArgs,
+    BufferArgs, CapacityArgs, CapacityPreset, LabOut, PlacementArgs, PolicyArg, ProbeArgs,
+    ProbeCommand, SleepArgs, SweepArgs, SweepCommand, ThreadsArgs, WakeupArgs,
 };
 use crate::signals::StopSignals;
 use crate::{files, Failure};
 use std::io::IsTerminal;
 use std::time::Duration;
 use xrunlab_lab::timing::Class;
-use xrunlab_lab::{placement, sleep, threads, wakeup, Ctx, Experiment, LabError, LabResult};
+use xrunlab_lab::{
+    buffer, capacity as cap, placement, sleep, threads, wakeup, Ctx, Experiment, LabError,
+    LabResult,
+};
 use xrunlab_sys::Provenance;
 
 impl From<LabError> for Failure {
@@ -187,6 +193,7 @@ fn probe_placement(a: &PlacementArgs) -> Result<(), Failure> {
 pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
     match &args.which {
         SweepCommand::Threads(a) => sweep_threads(a),
+        SweepCommand::Buffer(a) => sweep_buffer(a),
     }
 }
 
@@ -205,4 +212,73 @@ fn sweep_threads(a: &ThreadsArgs) -> Result<(), Failure> {
     params.knee_pct = a.knee_pct;
     params.validate()?;
     execute(&a.out, &[], |ctx| threads::run(&params, ctx), |_| Ok(()))
+}
+
+fn sweep_buffer(a: &BufferArgs) -> Result<(), Failure> {
+    let mut params = if a.out.quick {
+        buffer::BufferParams::quick()
+    } else {
+        buffer::BufferParams::full()
+    };
+    if let Some(b) = &a.buffers {
+        params.buffers = b.clone();
+    }
+    if let Some(d) = a.per_point {
+        params.per_point = d;
+    }
+    params.sines = a.sines;
+    params.validate()?;
+    execute(&a.out, &[], |ctx| buffer::run(&params, ctx), |_| Ok(()))
+}
+
+pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
+    let mut params = if a.out.quick {
+        cap::CapacityParams::quick()
+    } else {
+        cap::CapacityParams::full()
+    };
+    if let Some(b) = &a.buffers {
+        params.buffers = b.clone();
+    }
+    if let Some(p) = &a.presets {
+        params.presets = p
+            .iter()
+            .map(|p| match p {
+                CapacityPreset::Standard => xrunlab_engine::Preset::Standard,
+                CapacityPreset::Optimal => xrunlab_engine::Preset::Optimal,
+            })
+            .collect();
+    }
+    if let Some(d) = a.seconds {
+        params.seconds = d;
+    }
+    params.repeats = a.repeats;
+    params.latency_sines = a.latency_sines;
+    params.burst_load_pct = a.burst_load;
+    params.device = match a.device {
+        DeviceKind::Sim => "sim",
+        DeviceKind::Jack => "jack",
+    }
+    .into();
+    params.validate()?;
+    let kind = a.device;
+    if kind == DeviceKind::Jack && !crate::jack_support::AVAILABLE {
+        // The same message `run --device jack` gives in a build without JACK.
+        let mut c = xrunlab_engine::EngineConfig::default();
+        devices::open_with(kind, &JackArgs::default(), &mut c).map_err(Failure::Runtime)?;
+    }
+    let mut open = |c: &mut xrunlab_engine::EngineConfig| {
+        let jack = JackArgs {
+            server: a.jack_server.clone(),
+            buffer_request: Some(c.buffer_frames),
+            ..JackArgs::default()
+        };
+        devices::open_with(kind, &jack, c)
+    };
+    execute(
+        &a.out,
+        &[],
+        |ctx| cap::run(&params, &mut open, ctx),
+        |_| Ok(()),
+    )
 }

@@ -13,6 +13,7 @@ mod files;
 mod jack_support;
 mod lab_cli;
 mod lab_cmd;
+mod report_cmd;
 mod result;
 mod run_cmd;
 mod signals;
@@ -41,6 +42,8 @@ fn main() -> ExitCode {
         Some(cli::Command::Probe(args)) => lab_cmd::probe(args),
         Some(cli::Command::Sweep(args)) => lab_cmd::sweep(args),
         Some(cli::Command::Doctor(args)) => doctor_cmd::doctor(args),
+        Some(cli::Command::Capacity(args)) => lab_cmd::capacity(args),
+        Some(cli::Command::Report(args)) => report_cmd::report(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

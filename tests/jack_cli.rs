@@ -330,3 +330,71 @@ fn pipewire_serves_the_jack_device_and_its_death_ends_the_run() {
     );
     assert!(result["summary"]["buffers"].as_u64().unwrap_or(0) > 300);
 }
+
+#[test]
+fn capacity_on_jack_asks_the_server_for_each_buffer_and_finds_a_clean_count() {
+    let _turn = take_turn();
+    let server = TestServer::start();
+    let dir = scratch("capacity");
+    let json = dir.join("c.json");
+    let child = xrunlab()
+        .args([
+            "capacity",
+            "--device",
+            "jack",
+            "--jack-server",
+            &server.name,
+            "--quick",
+            "--buffers",
+            "256",
+            "--seconds",
+            "300ms",
+            "--repeats",
+            "1",
+            "--burst-load",
+            "0",
+            "--latency-sines",
+            "50",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_bounded(child, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["result"]["params"]["device"], "jack");
+    let p = &r["result"]["points"][0];
+    // The server started at 128 frames; every capacity trial ran at the 256 asked for.
+    for t in p["trials"].as_array().unwrap() {
+        assert_eq!(t["buffer"], 256, "{t}");
+    }
+    let sines = p["sines"].as_u64().unwrap();
+    assert!(
+        sines > 0 && sines < p["search_ceiling"].as_u64().unwrap(),
+        "{p}"
+    );
+    // The LatencyMark's binary search asks for a different size each trial, starting at 256
+    // frames; the server followed every request.
+    let sizes: Vec<u64> = r["result"]["latency"][0]["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["buffer"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes.first(), Some(&256), "{sizes:?}");
+    let mut distinct = sizes.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), sizes.len(), "{sizes:?}");
+    assert!(sizes
+        .iter()
+        .all(|b| b.is_power_of_two() && (16..=4096).contains(b)));
+}

@@ -2,6 +2,14 @@
 
 use crate::{run_ok, scratch, xrunlab};
 
+/// The capacity search saturates both CPUs with real-time threads on purpose; the buffer sweep
+/// measures wake-up rates. They take turns so one does not measure the other.
+static SATURATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    SATURATING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -334,5 +342,235 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
         &["sweep", "threads", "--max-threads", "0"],
         "--max-threads",
         "1..=256",
+    );
+}
+
+#[test]
+fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread() {
+    let _turn = one_at_a_time();
+    let dir = scratch("lab-buffer");
+    let (j, c) = (dir.join("b.json"), dir.join("b.csv"));
+    run_ok(&[
+        "sweep",
+        "buffer",
+        "--quick",
+        "--sines",
+        "200",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "sweep.buffer");
+    assert_eq!(r["incomplete"], false);
+    let points = r["result"]["points"].as_array().unwrap();
+    let sizes: Vec<u64> = points
+        .iter()
+        .map(|p| p["buffer"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [32, 256, 2048]);
+    let mut previous = f64::INFINITY;
+    for p in points {
+        let (got, want) = (
+            p["buffers_per_s"].as_f64().unwrap(),
+            p["expected_buffers_per_s"].as_f64().unwrap(),
+        );
+        // The simulated clock paces the buffers: rate / frames, loosely (a busy machine delays some).
+        assert!(
+            got > want * 0.6 && got < want * 1.3,
+            "buffers/s near rate/frames: {p}"
+        );
+        assert!(
+            got < previous,
+            "wake-ups per second fall as the buffer grows: {p}"
+        );
+        previous = got;
+        let threads = p["threads"].as_array().unwrap();
+        assert!(
+            !threads.is_empty(),
+            "every point lists its audio threads: {p}"
+        );
+        for t in threads {
+            let (u, s) = (
+                t["user_pct"].as_f64().unwrap(),
+                t["system_pct"].as_f64().unwrap(),
+            );
+            assert!(
+                (0.0..=100.5).contains(&u) && (0.0..=100.5).contains(&s),
+                "{t}"
+            );
+        }
+        // The driver blocks between buffers: at least one voluntary switch per buffer or so.
+        let driver = &threads[0];
+        assert_eq!(driver["role"], "driver");
+        assert!(
+            driver["voluntary_per_s"].as_f64().unwrap() > got * 0.5,
+            "the driver sleeps between buffers: {driver}"
+        );
+    }
+    // A wake-up's cost grows with the frames it renders: 64x the frames at the same sines.
+    let per_buffer = |p: &serde_json::Value| p["cpu_us_per_buffer"].as_f64().unwrap();
+    assert!(
+        per_buffer(&points[2]) > per_buffer(&points[0]),
+        "CPU per buffer at 2048 frames above 32 frames: {points:?}"
+    );
+    let csv = std::fs::read_to_string(&c).unwrap();
+    assert!(csv.starts_with("buffer,thread,role,tid,user_pct,system_pct"));
+    assert!(
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with("energy"))
+            || r["result"]["energy"] == "RAPL"
+    );
+}
+
+#[test]
+fn buffer_sweep_rejects_a_buffer_that_is_not_a_power_of_two() {
+    usage_error(
+        &["sweep", "buffer", "--buffers", "64,100"],
+        "--buffers",
+        "powers of two 16..=4096",
+    );
+}
+
+#[test]
+fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it() {
+    let _turn = one_at_a_time();
+    let dir = scratch("lab-capacity");
+    let (j, c) = (dir.join("c.json"), dir.join("c.csv"));
+    run_ok(&[
+        "capacity",
+        "--quick",
+        "--buffers",
+        "256",
+        "--seconds",
+        "500ms",
+        "--repeats",
+        "2",
+        "--latency-sines",
+        "100",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["kind"], "capacity");
+    assert_eq!(r["incomplete"], false);
+    let res = &r["result"];
+    let core = res["core_sines"][0][1].as_f64().unwrap();
+    assert!(core > 0.0, "one core's capacity was measured: {res}");
+    let points = res["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "one buffer and one preset in --quick");
+    let p = &points[0];
+    let (sines, ceiling) = (
+        p["sines"].as_u64().unwrap(),
+        p["search_ceiling"].as_u64().unwrap(),
+    );
+    assert!(sines > 0 && sines < ceiling, "0 < capacity < ceiling: {p}");
+    let pct = p["pct_of_one_core"].as_f64().unwrap();
+    assert!((pct - sines as f64 / core * 100.0).abs() < 0.01, "{p}");
+    // The confirmed count ran clean in every repeat, and the spread covers the repeats.
+    let repeats = p["repeats"].as_array().unwrap();
+    assert_eq!(repeats.len(), 2);
+    for t in repeats {
+        assert_eq!(t["sines"].as_u64().unwrap(), sines);
+        assert_eq!(t["dropouts"], 0, "{t}");
+        assert!(t["buffers"].as_u64().unwrap() > 0);
+    }
+    let s = &p["max_load_pct_spread"];
+    assert!(s["min"].as_f64().unwrap() <= s["median"].as_f64().unwrap());
+    assert!(s["median"].as_f64().unwrap() <= s["max"].as_f64().unwrap());
+    // Every clean search trial is at or below the answer's bracket; every failed one above it.
+    let tol = p["tolerance"].as_u64().unwrap();
+    let found = sines + tol * p["step_downs"].as_u64().unwrap();
+    for t in p["trials"].as_array().unwrap() {
+        let n = t["sines"].as_u64().unwrap();
+        if t["dropouts"] == 0 {
+            assert!(n <= found, "clean trial above the search's answer: {t}");
+        } else {
+            assert!(n > sines, "failed trial at or below the answer: {t}");
+        }
+    }
+    let burst = &p["burst"];
+    assert_eq!(
+        burst["steady_sines"].as_u64().unwrap(),
+        (sines as f64 * 0.5).round() as u64
+    );
+    assert!(burst["trials"].as_array().unwrap().len() >= 2, "{burst}");
+    let latency = &res["latency"][0];
+    assert_eq!(latency["sines"], 100);
+    let trials = latency["trials"].as_array().unwrap();
+    assert!(!trials.is_empty());
+    if let Some(b) = latency["smallest_buffer"].as_u64() {
+        // The smallest buffer that passed was tried and was clean; every smaller one tried failed.
+        for t in trials {
+            let tb = t["buffer"].as_u64().unwrap();
+            assert_eq!(t["dropouts"] == 0, tb >= b, "{t}");
+        }
+    }
+    assert!(std::fs::read_to_string(&c)
+        .unwrap()
+        .starts_with("preset,buffer,sines,pct_of_one_core"));
+}
+
+#[test]
+fn capacity_rejects_bad_presets_and_repeats() {
+    usage_error(&["capacity", "--repeats", "0"], "--repeats", "1..=100");
+    usage_error(
+        &["capacity", "--burst-load", "120"],
+        "--burst-load",
+        "0..=100",
+    );
+    let out = xrunlab()
+        .args(["capacity", "--presets", "fast"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("standard"));
+}
+
+#[test]
+fn report_inlines_the_dashboards_chart_module_and_the_results_and_refuses_other_json() {
+    let dir = scratch("lab-report");
+    let (run, html) = (dir.join("run.json"), dir.join("r.html"));
+    run_ok(&[
+        "run",
+        "--duration",
+        "300ms",
+        "--json",
+        run.to_str().unwrap(),
+    ]);
+    run_ok(&[
+        "report",
+        run.to_str().unwrap(),
+        "--out",
+        html.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    // The dashboard's charts.js is inlined as built, not copied: its export is in the page.
+    assert!(page.contains("export function threadColor(index)"));
+    assert!(page.contains(r#""schema":"xrunlab.run/1""#));
+    assert!(!page.contains("src=\"http") && !page.contains("href=\"http"));
+    assert_eq!(
+        page.matches("</script>").count(),
+        3,
+        "three script elements, none cut short"
+    );
+
+    let other = dir.join("other.json");
+    std::fs::write(&other, r#"{"schema":"something/9"}"#).unwrap();
+    usage_error(
+        &[
+            "report",
+            other.to_str().unwrap(),
+            "--out",
+            html.to_str().unwrap(),
+        ],
+        "schema",
+        "xrunlab.run/1, xrunlab.lab/1",
     );
 }

@@ -102,7 +102,9 @@ impl TestServer {
             .stdout(log_file)
             .stderr(log_err)
             .spawn()
-            .expect("jackd could not be started: install jackd2 (apt-get install jackd2; test.sh does)");
+            .expect(
+                "jackd could not be started: install jackd2 (apt-get install jackd2; test.sh does)",
+            );
         let mut server = TestServer { name, child, log };
         let t0 = Instant::now();
         loop {

@@ -7,6 +7,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod buffer;
+pub mod capacity;
 pub mod common;
 pub mod hist;
 pub mod placement;

@@ -1,0 +1,707 @@
+//! `capacity`: AudioPerfLab's VoiceMark, LatencyMark and burst response on xrunlab's engine: the largest dropout-free sine count per buffer size and preset (binary search, then confirmation runs), the smallest buffer that carries a given load, and the largest burst a steady load absorbs; the engine's threads render, the caller's thread runs the trials in turn, shows progress and polls the stop flag.
+
+use crate::common::{
+    check_range, invalid, median, start_progress, Ctx, Experiment, LabError, Table,
+};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+use xrunlab_dsp::Kernel;
+use xrunlab_engine::{Device, Engine, EngineConfig, Preset};
+
+/// Confirmation steps down at most this many brackets before it gives up (no confirmed count).
+pub const MAX_STEP_DOWNS: usize = 8;
+/// Buffer sizes the LatencyMark tries, smallest first.
+pub const LATENCY_BUFFERS: [u32; 9] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+/// Time each trial runs before its buffers count, so start-up is not judged.
+pub const SETTLE: Duration = Duration::from_millis(300);
+/// How long a burst trial watches after triggering the burst (the burst lasts 0.25 s).
+pub const BURST_WATCH: Duration = Duration::from_millis(600);
+
+/// Opens the device for a trial; may change the rate and buffer to the server's (JACK).
+pub type OpenDevice<'a> = dyn FnMut(&mut EngineConfig) -> Result<Box<dyn Device>, String> + 'a;
+
+/// What to measure.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapacityParams {
+    /// Buffer sizes in frames (16..=4096).
+    pub buffers: Vec<u32>,
+    /// Presets, each searched at every buffer size.
+    pub presets: Vec<Preset>,
+    /// How long a trial must stay dropout-free.
+    pub seconds: Duration,
+    /// Confirmation runs at the found count.
+    pub repeats: usize,
+    /// LatencyMark: the sustained load to carry, in sines.
+    pub latency_sines: usize,
+    /// Burst response: the steady load as a percentage of the capacity found.
+    pub burst_load_pct: f64,
+    /// Requested sample rate.
+    pub sample_rate: u32,
+    /// "sim" or "jack" (for the result).
+    pub device: String,
+    /// The searches stop once the bracket is 1/`resolution` of their ceiling wide.
+    pub resolution: usize,
+}
+
+impl CapacityParams {
+    /// 64, 128 and 256 frames, both presets, 5 s trials, 3 repeats.
+    pub fn full() -> CapacityParams {
+        CapacityParams {
+            buffers: vec![64, 128, 256],
+            presets: vec![Preset::Standard, Preset::Optimal],
+            seconds: Duration::from_secs(5),
+            repeats: 3,
+            latency_sines: 300,
+            burst_load_pct: 50.0,
+            sample_rate: 48_000,
+            device: "sim".into(),
+            resolution: 64,
+        }
+    }
+
+    /// 128 frames, the standard preset, 1 s trials, a coarser search (1/16 of the ceiling).
+    pub fn quick() -> CapacityParams {
+        CapacityParams {
+            buffers: vec![128],
+            presets: vec![Preset::Standard],
+            seconds: Duration::from_secs(1),
+            resolution: 16,
+            ..CapacityParams::full()
+        }
+    }
+
+    /// Checks every range, naming the flag.
+    pub fn validate(&self) -> Result<(), LabError> {
+        if self.buffers.is_empty() {
+            return Err(invalid("--buffers", "", "a list of sizes 16..=4096"));
+        }
+        for &b in &self.buffers {
+            check_range("--buffers", b, 16, 4096, " frames")?;
+        }
+        if self.presets.is_empty() || self.presets.contains(&Preset::Custom) {
+            return Err(invalid("--presets", "custom", "standard, optimal"));
+        }
+        check_range(
+            "--seconds",
+            self.seconds.as_millis() as u64,
+            200,
+            3_600_000,
+            " ms (200ms..=1h)",
+        )?;
+        check_range("--repeats", self.repeats, 1, 100, "")?;
+        check_range("--burst-load", self.burst_load_pct, 0.0, 100.0, " %")?;
+        let c = self.config(Preset::Standard, self.buffers[0], self.latency_sines);
+        if let Err(e) = c.validate() {
+            return Err(invalid("--latency-sines", self.latency_sines, &e.allowed));
+        }
+        Ok(())
+    }
+
+    /// Engine settings of one trial: the preset, the buffer, `sines`, no burst.
+    pub fn config(&self, preset: Preset, buffer: u32, sines: usize) -> EngineConfig {
+        let mut c = EngineConfig {
+            sample_rate: self.sample_rate,
+            buffer_frames: buffer,
+            ..EngineConfig::default()
+        };
+        c.apply_preset(preset);
+        c.sines = sines;
+        c.burst_sines = 0;
+        c
+    }
+}
+
+/// The largest `n` in `0..=hi` for which `trial(n)` passes, assuming that a count passes when
+/// every smaller one does; stops narrowing once the bracket is `tolerance` wide (the answer is
+/// then at most `tolerance - 1` below the true one). `trial` returns `None` to stop: the result
+/// is then `None`. 0 is taken as passing without a trial.
+pub fn largest_passing<E>(
+    hi: usize,
+    tolerance: usize,
+    mut trial: impl FnMut(usize) -> Result<Option<bool>, E>,
+) -> Result<Option<usize>, E> {
+    let (mut good, mut bad) = (0usize, hi + 1);
+    while bad - good > tolerance.max(1) {
+        let mid = good + (bad - good) / 2;
+        match trial(mid)? {
+            None => return Ok(None),
+            Some(true) => good = mid,
+            Some(false) => bad = mid,
+        }
+    }
+    Ok(Some(good))
+}
+
+/// The smallest index in `0..len` whose trial passes (passing being monotone upwards);
+/// `Some(None)` when none does, `None` when stopped.
+pub fn smallest_passing<E>(
+    len: usize,
+    mut trial: impl FnMut(usize) -> Result<Option<bool>, E>,
+) -> Result<Option<Option<usize>>, E> {
+    let (mut lo, mut hi) = (0usize, len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match trial(mid)? {
+            None => return Ok(None),
+            Some(true) => hi = mid,
+            Some(false) => lo = mid + 1,
+        }
+    }
+    Ok(Some((lo < len).then_some(lo)))
+}
+
+/// One engine run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Trial {
+    /// Sustained sines.
+    pub sines: usize,
+    /// Burst sines (burst trials).
+    pub burst_sines: usize,
+    /// Frames per buffer (as the device ran it).
+    pub buffer: u32,
+    /// Sample rate (as the device ran it).
+    pub sample_rate: u32,
+    /// Buffers judged (after the settling time).
+    pub buffers: u64,
+    /// Of which dropouts (late, incomplete or device xrun).
+    pub dropouts: u64,
+    /// Highest render time as % of the buffer duration.
+    pub max_load_pct: f64,
+}
+
+impl Trial {
+    /// Ran and had no dropout.
+    pub fn clean(&self) -> bool {
+        self.buffers > 0 && self.dropouts == 0
+    }
+}
+
+/// Min, median and max of some repeats.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread {
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub median: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+impl Spread {
+    fn of(v: &[f64]) -> Option<Spread> {
+        Some(Spread {
+            min: v.iter().copied().reduce(f64::min)?,
+            median: median(v)?,
+            max: v.iter().copied().reduce(f64::max)?,
+        })
+    }
+}
+
+/// Burst response at one buffer size and preset.
+#[derive(Debug, Clone, Serialize)]
+pub struct BurstFigure {
+    /// Steady sines (the --burst-load share of the capacity).
+    pub steady_sines: usize,
+    /// The largest burst (extra sines for 0.25 s) that caused no dropout.
+    pub largest_burst_sines: usize,
+    /// Trials of the search.
+    pub trials: Vec<Trial>,
+}
+
+/// VoiceMark at one buffer size and preset.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapacityPoint {
+    /// Preset.
+    pub preset: Preset,
+    /// Frames per buffer.
+    pub buffer: u32,
+    /// Sample rate the device ran.
+    pub sample_rate: u32,
+    /// Real-time threads of the preset.
+    pub realtime_threads: usize,
+    /// The largest sine count that stayed dropout-free in the search and in every repeat.
+    pub sines: usize,
+    /// `sines` as a percentage of one core's single-thread capacity (`core_sines`).
+    pub pct_of_one_core: f64,
+    /// Highest count the search tried (the chord's maximum or 1.25x the threads' kernel capacity).
+    pub search_ceiling: usize,
+    /// The bracket width at which the search stopped.
+    pub tolerance: usize,
+    /// How often the confirmation saw a dropout and stepped down by `tolerance` (after
+    /// [`MAX_STEP_DOWNS`] it gives up and `sines` is 0).
+    pub step_downs: usize,
+    /// The repeats at `sines`.
+    pub repeats: Vec<Trial>,
+    /// Spread of the repeats' highest load (% of the buffer duration).
+    pub max_load_pct_spread: Option<Spread>,
+    /// Search trials, in order.
+    pub trials: Vec<Trial>,
+    /// Burst response at this point.
+    pub burst: Option<BurstFigure>,
+}
+
+/// LatencyMark for one preset.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyPoint {
+    /// Preset.
+    pub preset: Preset,
+    /// Load carried.
+    pub sines: usize,
+    /// The smallest buffer without a dropout; `None` when even 4096 frames dropped out.
+    pub smallest_buffer: Option<u32>,
+    /// Its latency in ms at the rate.
+    pub latency_ms: Option<f64>,
+    /// Trials, in order.
+    pub trials: Vec<Trial>,
+}
+
+/// The result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CapacityResult {
+    /// What was asked.
+    pub params: CapacityParams,
+    /// Sines one core renders in real time with the engine's kernel at each buffer size, measured
+    /// before the trials on the caller's thread: (buffer, sines).
+    pub core_sines: Vec<(u32, f64)>,
+    /// VoiceMark per buffer and preset.
+    pub points: Vec<CapacityPoint>,
+    /// LatencyMark per preset.
+    pub latency: Vec<LatencyPoint>,
+    /// True when stopped before everything ran.
+    pub stopped_early: bool,
+}
+
+/// Runs engine trials: starts the engine per trial, settles, judges the buffers.
+struct Runner<'a, 'c> {
+    open: &'a mut OpenDevice<'c>,
+    ctx: &'a Ctx<'a>,
+    done: u64,
+}
+
+impl Runner<'_, '_> {
+    /// One run of `c` for `d` after the settling time, triggering a burst first when `burst`.
+    fn run(
+        &mut self,
+        mut c: EngineConfig,
+        d: Duration,
+        burst: bool,
+    ) -> Result<Option<Trial>, LabError> {
+        if self.ctx.stopped() {
+            return Ok(None);
+        }
+        let (sines, burst_sines) = (c.sines, c.burst_sines);
+        self.ctx.progress.set_message(format!(
+            "{} frames, {sines}+{burst_sines} sines",
+            c.buffer_frames
+        ));
+        let device = (self.open)(&mut c).map_err(LabError::Runtime)?;
+        let mut engine = Engine::start(c, device)
+            .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?;
+        let ok = wait(&mut engine, SETTLE, self.ctx, |_| {});
+        if burst {
+            engine.trigger_burst();
+        }
+        let mut t = Trial {
+            sines,
+            burst_sines,
+            buffer: engine.device_info().buffer_frames,
+            sample_rate: engine.device_info().sample_rate,
+            buffers: 0,
+            dropouts: 0,
+            max_load_pct: 0.0,
+        };
+        let ok = ok
+            && wait(&mut engine, d, self.ctx, |r| {
+                t.buffers += 1;
+                t.dropouts += u64::from(r.dropout());
+                t.max_load_pct = t.max_load_pct.max(r.load() * 100.0);
+            });
+        let ended = engine.device_ended();
+        engine.stop(|_| {});
+        if let Some(why) = ended {
+            return Err(LabError::Runtime(format!("the device stopped: {why}")));
+        }
+        self.done += 1;
+        self.ctx.progress.set_position(self.done);
+        Ok(ok.then_some(t))
+    }
+}
+
+fn wait(
+    engine: &mut Engine,
+    d: Duration,
+    ctx: &Ctx,
+    mut each: impl FnMut(&xrunlab_engine::BufferReport),
+) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        if ctx.stopped() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20).min(d.saturating_sub(t0.elapsed())));
+        engine.drain(&mut each);
+    }
+    engine.drain(&mut each);
+    true
+}
+
+/// Sines one core renders in real time at `buffer` frames with `kernel`.
+pub fn core_sines(kernel: Kernel, buffer: u32, sample_rate: u32) -> f64 {
+    let f = xrunlab_dsp::measure::kernel_throughput(
+        kernel,
+        256,
+        buffer as usize,
+        Duration::from_millis(300),
+    );
+    f.partial_samples_per_sec / f64::from(sample_rate)
+}
+
+/// Runs the whole measurement; `open` opens the device of each trial.
+pub fn run(
+    p: &CapacityParams,
+    open: &mut OpenDevice,
+    ctx: &Ctx,
+) -> Result<CapacityResult, LabError> {
+    p.validate()?;
+    let kernel = EngineConfig::default().kernel;
+    let core: Vec<(u32, f64)> = p
+        .buffers
+        .iter()
+        .map(|&b| (b, core_sines(kernel, b, p.sample_rate)))
+        .collect();
+    // A rough count for the bar: the search and burst trials (log2 of the resolution), the repeats, ~4 per latency.
+    let steps = (p.resolution.max(2) as f64).log2().ceil() as u64 + 1;
+    let per_point = steps + p.repeats as u64 + if p.burst_load_pct > 0.0 { steps } else { 0 };
+    start_progress(
+        ctx,
+        (p.buffers.len() * p.presets.len()) as u64 * per_point + 4 * p.presets.len() as u64,
+        "capacity",
+    );
+    let mut runner = Runner { open, ctx, done: 0 };
+    let mut points = Vec::new();
+    let mut latency = Vec::new();
+    let mut stopped_early = false;
+    'all: for &preset in &p.presets {
+        for &(buffer, core_sines) in &core {
+            match voicemark(p, preset, buffer, core_sines, &mut runner)? {
+                Some(pt) => points.push(pt),
+                None => {
+                    stopped_early = true;
+                    break 'all;
+                }
+            }
+        }
+        match latencymark(p, preset, &mut runner)? {
+            Some(l) => latency.push(l),
+            None => {
+                stopped_early = true;
+                break 'all;
+            }
+        }
+    }
+    ctx.progress.finish_and_clear();
+    Ok(CapacityResult {
+        params: p.clone(),
+        core_sines: core,
+        points,
+        latency,
+        stopped_early,
+    })
+}
+
+fn voicemark(
+    p: &CapacityParams,
+    preset: Preset,
+    buffer: u32,
+    core_sines: f64,
+    r: &mut Runner,
+) -> Result<Option<CapacityPoint>, LabError> {
+    let base = p.config(preset, buffer, 0);
+    let max = base.chord_layout().max_sines(base.sample_rate);
+    let threads = base.threads;
+    // No thread renders faster than one core, so the threads' kernel capacity bounds the search.
+    let ceiling = max.min((core_sines * threads as f64 * 1.25).ceil() as usize);
+    let tolerance = (ceiling / p.resolution.max(1)).max(1);
+    let mut trials = Vec::new();
+    let found = largest_passing(ceiling, tolerance, |n| {
+        let t = r.run(p.config(preset, buffer, n), p.seconds, false)?;
+        Ok::<_, LabError>(t.map(|t| {
+            let clean = t.clean();
+            trials.push(t);
+            clean
+        }))
+    })?;
+    let Some(mut sines) = found else {
+        return Ok(None);
+    };
+    // Confirmation: every repeat at the count must be clean; step down on a dropout.
+    let mut step_downs = 0;
+    let mut repeats = Vec::new();
+    while sines > 0 {
+        repeats.clear();
+        for _ in 0..p.repeats {
+            let c = p.config(preset, buffer, sines);
+            let Some(t) = r.run(c, p.seconds, false)? else {
+                return Ok(None);
+            };
+            let clean = t.clean();
+            repeats.push(t);
+            if !clean {
+                break;
+            }
+        }
+        if repeats.iter().all(Trial::clean) {
+            break;
+        }
+        step_downs += 1;
+        sines = sines.saturating_sub(tolerance);
+        if step_downs > MAX_STEP_DOWNS {
+            // The search's answer does not reproduce within a few brackets: the machine's noise,
+            // not the load, decides; report no confirmed count rather than walk down to 0.
+            sines = 0;
+        }
+        if sines == 0 {
+            // Nothing was confirmed: the failed repeats belong to a larger count.
+            repeats.clear();
+        }
+    }
+    // A JACK server keeps its own rate; the figures follow the device.
+    let sample_rate = repeats.first().map_or(base.sample_rate, |t| t.sample_rate);
+    let loads: Vec<f64> = repeats.iter().map(|t| t.max_load_pct).collect();
+    let burst = if p.burst_load_pct > 0.0 && sines > 0 {
+        let steady = (sines as f64 * p.burst_load_pct / 100.0).round() as usize;
+        let room = max.saturating_sub(steady);
+        let hi = room.min(((sines as f64 * 1.25) as usize).saturating_sub(steady));
+        let mut btrials = Vec::new();
+        let largest = largest_passing(hi, (hi / p.resolution.max(1)).max(1), |b| {
+            let mut c = p.config(preset, buffer, steady);
+            c.burst_sines = b;
+            let t = r.run(c, BURST_WATCH, true)?;
+            Ok::<_, LabError>(t.map(|t| {
+                let clean = t.clean();
+                btrials.push(t);
+                clean
+            }))
+        })?;
+        let Some(largest) = largest else {
+            return Ok(None);
+        };
+        Some(BurstFigure {
+            steady_sines: steady,
+            largest_burst_sines: largest,
+            trials: btrials,
+        })
+    } else {
+        None
+    };
+    Ok(Some(CapacityPoint {
+        preset,
+        buffer,
+        sample_rate,
+        realtime_threads: base.realtime_threads(),
+        sines,
+        pct_of_one_core: sines as f64 / core_sines.max(f64::MIN_POSITIVE) * 100.0,
+        search_ceiling: ceiling,
+        tolerance,
+        step_downs,
+        repeats,
+        max_load_pct_spread: Spread::of(&loads),
+        trials,
+        burst,
+    }))
+}
+
+fn latencymark(
+    p: &CapacityParams,
+    preset: Preset,
+    r: &mut Runner,
+) -> Result<Option<LatencyPoint>, LabError> {
+    let mut trials = Vec::new();
+    let found = smallest_passing(LATENCY_BUFFERS.len(), |i| {
+        let t = r.run(
+            p.config(preset, LATENCY_BUFFERS[i], p.latency_sines),
+            p.seconds,
+            false,
+        )?;
+        Ok::<_, LabError>(t.map(|t| {
+            let clean = t.clean();
+            trials.push(t);
+            clean
+        }))
+    })?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let smallest_buffer = found.map(|i| LATENCY_BUFFERS[i]);
+    Ok(Some(LatencyPoint {
+        preset,
+        sines: p.latency_sines,
+        smallest_buffer,
+        latency_ms: smallest_buffer.map(|b| f64::from(b) / f64::from(p.sample_rate) * 1e3),
+        trials,
+    }))
+}
+
+impl Experiment for CapacityResult {
+    const KIND: &'static str = "capacity";
+
+    fn table(&self) -> Table {
+        let mut t = Table::new(&[
+            "preset",
+            "buffer",
+            "sines",
+            "pct_of_one_core",
+            "max_load_pct_min",
+            "max_load_pct_median",
+            "max_load_pct_max",
+            "repeats",
+            "step_downs",
+            "burst_steady_sines",
+            "largest_burst_sines",
+        ]);
+        for q in &self.points {
+            let s = q.max_load_pct_spread;
+            t.push(vec![
+                q.preset.name().to_string(),
+                q.buffer.to_string(),
+                q.sines.to_string(),
+                format!("{:.1}", q.pct_of_one_core),
+                crate::common::cell(s.map(|s| s.min)),
+                crate::common::cell(s.map(|s| s.median)),
+                crate::common::cell(s.map(|s| s.max)),
+                q.repeats.len().to_string(),
+                q.step_downs.to_string(),
+                q.burst
+                    .as_ref()
+                    .map_or(String::new(), |b| b.steady_sines.to_string()),
+                q.burst
+                    .as_ref()
+                    .map_or(String::new(), |b| b.largest_burst_sines.to_string()),
+            ]);
+        }
+        t
+    }
+
+    fn text(&self) -> String {
+        let mut out = format!(
+            "capacity on the {} device, {} s dropout-free per trial, {} repeats\n",
+            self.params.device,
+            self.params.seconds.as_secs_f64(),
+            self.params.repeats
+        );
+        for (b, s) in &self.core_sines {
+            let _ = writeln!(out, "one core, one thread at {b} frames: {s:.0} sines");
+        }
+        out.push_str("preset    buffer   sines  % of one core  max load % (min/median/max)  burst absorbed\n");
+        for q in &self.points {
+            let spread = q.max_load_pct_spread.map_or("-".into(), |s| {
+                format!("{:.0}/{:.0}/{:.0}", s.min, s.median, s.max)
+            });
+            let burst = q.burst.as_ref().map_or("-".into(), |b| {
+                format!("+{} on {} steady", b.largest_burst_sines, b.steady_sines)
+            });
+            let _ = writeln!(
+                out,
+                "{:<9} {:>6} {:>7} {:>14.0} {:>28}  {}{}",
+                q.preset.name(),
+                q.buffer,
+                q.sines,
+                q.pct_of_one_core,
+                spread,
+                burst,
+                if q.sines >= q.search_ceiling {
+                    " (reached the search ceiling)"
+                } else {
+                    ""
+                }
+            );
+        }
+        for l in &self.latency {
+            let _ = writeln!(
+                out,
+                "latency: {} sines on {} need {}",
+                l.sines,
+                l.preset.name(),
+                match (l.smallest_buffer, l.latency_ms) {
+                    (Some(b), Some(ms)) => format!("{b} frames ({ms:.2} ms)"),
+                    _ => "more than 4096 frames".into(),
+                }
+            );
+        }
+        out
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.points.iter().any(|q| q.sines >= q.search_ceiling) {
+            w.push("a count reached the search ceiling: the capacity is at least that".into());
+        }
+        for q in self.points.iter().filter(|q| q.sines == 0) {
+            w.push(format!(
+                "{} at {} frames: no count stayed dropout-free for {} s in the search and every repeat (smallest tried: {} sines, {} step-downs; a busy machine or a refused real-time class does this)",
+                q.preset.name(),
+                q.buffer,
+                self.params.seconds.as_secs_f64(),
+                q.trials.iter().map(|t| t.sines).min().unwrap_or(0),
+                q.step_downs
+            ));
+        }
+        w
+    }
+
+    fn incomplete(&self) -> bool {
+        self.stopped_early
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic stand-in for an engine trial: `n` sines pass while their cost fits the budget.
+    fn fits(cost_per_sine: f64, budget: f64) -> impl FnMut(usize) -> Result<Option<bool>, ()> {
+        move |n| Ok(Some(n as f64 * cost_per_sine <= budget))
+    }
+
+    #[test]
+    fn a_kernel_k_times_slower_gives_a_k_times_smaller_capacity() {
+        let hi = 5000;
+        let tol = hi / 64;
+        let fast = largest_passing(hi, tol, fits(1.0, 2400.0))
+            .unwrap()
+            .unwrap();
+        let slow = largest_passing(hi, tol, fits(3.0, 2400.0))
+            .unwrap()
+            .unwrap();
+        assert!(fast <= 2400 && fast + tol > 2400, "fast {fast}");
+        assert!(slow <= 800 && slow + tol > 800, "slow {slow}");
+        let ratio = fast as f64 / slow as f64;
+        assert!((2.7..=3.3).contains(&ratio), "ratio {ratio}");
+    }
+
+    #[test]
+    fn the_search_is_exact_with_tolerance_one_and_stops_when_asked() {
+        assert_eq!(largest_passing(1000, 1, fits(1.0, 377.0)), Ok(Some(377)));
+        assert_eq!(largest_passing(1000, 1, fits(1.0, 5000.0)), Ok(Some(1000)));
+        assert_eq!(largest_passing(1000, 1, fits(1.0, 0.5)), Ok(Some(0)));
+        let mut calls = 0;
+        let stopped = largest_passing(1000, 1, |_| {
+            calls += 1;
+            Ok::<_, ()>(if calls > 2 { None } else { Some(true) })
+        });
+        assert_eq!(stopped, Ok(None));
+    }
+
+    #[test]
+    fn the_latency_search_finds_the_first_passing_size() {
+        let pass_from = |k: usize| move |i: usize| Ok::<_, ()>(Some(i >= k));
+        for k in 0..=LATENCY_BUFFERS.len() {
+            let want = (k < LATENCY_BUFFERS.len()).then_some(k);
+            assert_eq!(
+                smallest_passing(LATENCY_BUFFERS.len(), pass_from(k)),
+                Ok(Some(want))
+            );
+        }
+    }
+}

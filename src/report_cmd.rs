@@ -1,0 +1,97 @@
+//! `xrunlab report`: reads run and experiment result files and writes one self-contained HTML page that draws them, with the dashboard's chart module and the report's drawing code inlined (no network); runs on the main thread.
+
+use crate::cli::ReportArgs;
+use crate::{files, Failure};
+use serde_json::Value;
+
+/// The report page's own drawing code.
+const REPORT_JS: &str = include_str!("report/report.js");
+
+/// Result layouts the report draws.
+const SCHEMAS: &[&str] = &["xrunlab.run/1", "xrunlab.lab/1"];
+
+/// Text that can sit inside a `<script>` element: `</script` (any case) cannot end it early.
+/// In JS and JSON, `<\/` means the same as `</` inside strings, and comments are unaffected.
+fn script_safe(text: &str) -> String {
+    text.replace("</", "<\\/")
+}
+
+pub fn report(a: &ReportArgs) -> Result<(), Failure> {
+    files::check_writable("--out", &a.out)?;
+    let mut entries = Vec::new();
+    for path in &a.files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::Runtime(format!("cannot read {}: {e}", path.display())))?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            Failure::Usage(format!(
+                "{} is not a result file: {e} (allowed: JSON written by --json of run, probe, sweep or capacity)",
+                path.display()
+            ))
+        })?;
+        let schema = value.get("schema").and_then(Value::as_str).unwrap_or("");
+        if !SCHEMAS.contains(&schema) {
+            return Err(Failure::Usage(format!(
+                "{}: field schema is '{schema}': allowed {}",
+                path.display(),
+                SCHEMAS.join(", ")
+            )));
+        }
+        entries.push(serde_json::json!({
+            "file": path.display().to_string(),
+            "result": value,
+        }));
+    }
+    let data = serde_json::to_string(&entries)
+        .map_err(|e| Failure::Runtime(format!("cannot serialize the results: {e}")))?;
+    let page = page(&data)?;
+    files::write_atomically(&a.out, page.as_bytes()).map_err(Failure::Runtime)?;
+    println!(
+        "report: {} result(s) drawn in {}",
+        entries.len(),
+        a.out.display()
+    );
+    Ok(())
+}
+
+/// The page: the dashboard's stylesheet, the results as JSON, the dashboard's charts.js as text
+/// (the report turns it into a module through a blob: URL) and the report's module.
+fn page(data: &str) -> Result<String, Failure> {
+    let asset = |name: &str| {
+        xrunlab_dash::assets::get(name)
+            .map(|(body, _)| body)
+            .ok_or_else(|| Failure::Runtime(format!("the dashboard's {name} is not built in")))
+    };
+    let style = asset("style.css")?;
+    let charts = asset("charts.js")?;
+    Ok(format!(
+        r#"<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' blob:; style-src 'unsafe-inline'; img-src data:">
+<title>xrunlab report</title>
+<style>{style}</style>
+<style>
+body {{ padding: 12px; }}
+section {{ background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; margin: 0 0 12px; }}
+figure {{ display: inline-block; margin: 6px 12px 6px 0; }}
+figcaption {{ font-weight: 600; margin-bottom: 2px; }}
+.prov {{ color: var(--muted); margin: 0 0 4px; }}
+.warn {{ color: var(--bad); margin: 0 0 4px; }}
+</style>
+</head>
+<body>
+<h1>xrunlab report</h1>
+<div id="report"></div>
+<script type="application/json" id="xrunlab-data">{data}</script>
+<script type="text/plain" id="xrunlab-charts-js">{charts}</script>
+<script type="module">{report}</script>
+</body>
+</html>
+"#,
+        style = style.replace("</", "<\\/"),
+        data = script_safe(data),
+        charts = script_safe(charts),
+        report = script_safe(REPORT_JS),
+    ))
+}
