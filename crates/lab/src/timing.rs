@@ -3,52 +3,15 @@
 use serde::Serialize;
 use xrunlab_sys::{Outcome, RtPolicy, RtRequest};
 
-/// Nanoseconds of `clock`. Allocation-free.
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a live, writable timespec; clock_gettime writes only it.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// CLOCK_MONOTONIC now, in nanoseconds.
-pub fn mono_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// CPU time the calling thread has used, in nanoseconds (CLOCK_THREAD_CPUTIME_ID).
-pub fn thread_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
+/// CLOCK_MONOTONIC now, thread CPU time and absolute-deadline sleeps: the engine's own
+/// (allocation-free), so probes and the engine read one clock the same way.
+pub use xrunlab_engine::rt::clock::{now_ns as mono_ns, sleep_until, thread_cpu_ns};
 
 /// A timespec for `ns` nanoseconds.
 pub fn timespec(ns: u64) -> libc::timespec {
     libc::timespec {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    }
-}
-
-/// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (clock_nanosleep with TIMER_ABSTIME),
-/// resuming after signal interruptions. Allocation-free.
-pub fn sleep_until(deadline_ns: u64) {
-    let ts = timespec(deadline_ns);
-    loop {
-        // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null with TIMER_ABSTIME.
-        let rc = unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc != libc::EINTR {
-            return;
-        }
     }
 }
 
