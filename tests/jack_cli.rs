@@ -2,15 +2,8 @@
 #![cfg(feature = "jack")]
 
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-
-/// The tests take turns: libjack's server registry and two shared cores.
-static TURN: Mutex<()> = Mutex::new(());
-
-fn take_turn() -> MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
+use xrunlab_jack_testkit::{take_turn, TestServer};
 
 fn xrunlab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_xrunlab"))
@@ -21,85 +14,6 @@ fn scratch(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch directory");
     dir
-}
-
-/// Whether a JACK server answers under `name`.
-fn serves(name: &str) -> bool {
-    Command::new("jack_lsp")
-        .args(["-s", name])
-        .stderr(Stdio::null())
-        .output()
-        .is_ok_and(|o| {
-            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("system:playback_1")
-        })
-}
-
-/// A `jackd -d dummy` of our own, killed when dropped.
-struct TestServer {
-    name: String,
-    child: Child,
-}
-
-impl TestServer {
-    /// Starts a server under the first free name of a small fixed set
-    /// (libjack's registry frees a killed server's entry only when a server
-    /// of the same name starts again).
-    fn start() -> TestServer {
-        for slot in 0..4 {
-            let name = format!("xrl-cli-test-{slot}");
-            if serves(&name) {
-                continue;
-            }
-            let child = Command::new("jackd")
-                .args(["-n", &name, "-R", "-d", "dummy", "-r", "48000", "-p", "128"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("jackd could not be started: install jackd2");
-            let mut server = TestServer { name, child };
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(5) {
-                match server.child.try_wait() {
-                    Ok(None) if serves(&server.name) => return server,
-                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                    _ => break,
-                }
-            }
-        }
-        panic!("no test JACK server could be started");
-    }
-
-    fn kill(&self) {
-        // SAFETY: kill with a pid we spawned and have not reaped.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGKILL) };
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        // SAFETY: as in `kill`.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(2) && matches!(self.child.try_wait(), Ok(None)) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        // A killed server leaves its sockets and semaphores in /dev/shm.
-        let tag = format!("_{}_", self.name);
-        for entry in std::fs::read_dir("/dev/shm")
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            if entry.file_name().to_string_lossy().contains(&tag) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
 }
 
 /// Waits for `child` at most `limit`; kills it and fails the test on a hang.
@@ -149,7 +63,7 @@ fn jack_without_a_server_fails_at_once_saying_how_to_start_one() {
 #[test]
 fn a_killed_server_ends_the_run_non_zero_with_the_results_written() {
     let _turn = take_turn();
-    let server = TestServer::start();
+    let server = TestServer::start("xrl-cli-test", 128);
     let dir = scratch("killed");
     let (json, csv) = (dir.join("out.json"), dir.join("out.csv"));
     let child = xrunlab()
@@ -158,7 +72,7 @@ fn a_killed_server_ends_the_run_non_zero_with_the_results_written() {
             "--device",
             "jack",
             "--jack-server",
-            &server.name,
+            server.name(),
             "--duration",
             "20s",
             "-q",
@@ -334,7 +248,7 @@ fn pipewire_serves_the_jack_device_and_its_death_ends_the_run() {
 #[test]
 fn capacity_on_jack_asks_the_server_for_each_buffer_and_finds_a_clean_count() {
     let _turn = take_turn();
-    let server = TestServer::start();
+    let server = TestServer::start("xrl-cli-test", 128);
     let dir = scratch("capacity");
     let json = dir.join("c.json");
     let child = xrunlab()
@@ -343,7 +257,7 @@ fn capacity_on_jack_asks_the_server_for_each_buffer_and_finds_a_clean_count() {
             "--device",
             "jack",
             "--jack-server",
-            &server.name,
+            server.name(),
             "--quick",
             "--buffers",
             "256",

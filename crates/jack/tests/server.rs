@@ -7,15 +7,13 @@
 //! its own environment.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use xrunlab_engine::rt::clock::now_ns;
 use xrunlab_engine::{BufferReport, Device, Engine, EngineConfig, ThreadRole};
 use xrunlab_jack::{JackDevice, JackOptions};
-
-static TURN: Mutex<()> = Mutex::new(());
+use xrunlab_jack_testkit::{take_turn, TestServer};
 
 /// Counts the allocations made on one thread (the JACK process thread, once
 /// a test names it), to prove the process callback allocates nothing.
@@ -55,148 +53,12 @@ fn note_alloc() {
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-fn take_turn() -> MutexGuard<'static, ()> {
-    // A failed test poisons the lock; the next test still runs.
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A `jackd -d dummy` of our own; killed when dropped.
-struct TestServer {
-    name: String,
-    child: Child,
-    log: std::path::PathBuf,
-}
-
-impl TestServer {
-    /// Starts a server under the first free name of a small fixed set:
-    /// libjack's registry holds 8 servers and frees a killed server's entry
-    /// only when a server of the same name starts again.
-    fn start(period: u32) -> TestServer {
-        let mut last_log = String::new();
-        for slot in 0..4 {
-            let name = format!("xrl-test-{slot}");
-            match TestServer::start_named(&name, period) {
-                Ok(server) => return server,
-                Err(log) => last_log = log,
-            }
-        }
-        panic!("no test server could be started:\n{last_log}");
+/// The engine's JACK options for a test server.
+fn options(server: &TestServer) -> JackOptions {
+    JackOptions {
+        server: Some(server.name().to_owned()),
+        ..JackOptions::default()
     }
-
-    /// A server under `name`; `Err` with jackd's output when the name is taken.
-    fn start_named(name: &str, period: u32) -> Result<TestServer, String> {
-        if serves(name) {
-            return Err(format!("a server named {name} is already running"));
-        }
-        let name = name.to_owned();
-        let period = period.to_string();
-        // jackd's output goes to a file so that a failed start can show why.
-        let log = std::env::temp_dir().join(format!("{name}.log"));
-        let log_file = std::fs::File::create(&log).expect("jackd log file");
-        let log_err = log_file.try_clone().expect("jackd log file");
-        let child = Command::new("jackd")
-            .args([
-                "-n", &name, "-R", "-d", "dummy", "-r", "48000", "-p", &period,
-            ])
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(log_err)
-            .spawn()
-            .expect(
-                "jackd could not be started: install jackd2 (apt-get install jackd2; test.sh does)",
-            );
-        let mut server = TestServer { name, child, log };
-        let t0 = Instant::now();
-        loop {
-            // Ready only if our own jackd is still alive: a server already
-            // running under this name answers too, while ours gives up.
-            let ready = serves(&server.name) && matches!(server.child.try_wait(), Ok(None));
-            if ready {
-                return Ok(server);
-            }
-            if let Ok(Some(status)) = server.child.try_wait() {
-                let log = std::fs::read_to_string(&server.log).unwrap_or_default();
-                assert!(
-                    log.contains("already active") || log.contains("Too many servers"),
-                    "jackd -n {} exited before it was ready: {status}\n{log}",
-                    server.name
-                );
-                return Err(log);
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "jackd -n {} not ready after 5 s",
-                server.name
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn options(&self) -> JackOptions {
-        JackOptions {
-            server: Some(self.name.clone()),
-            ..JackOptions::default()
-        }
-    }
-
-    fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill with a pid we spawned and still own (not yet reaped).
-        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
-    }
-
-    /// A JACK tool run against this server.
-    fn tool(&self, program: &str, args: &[&str]) -> String {
-        let out = Command::new(program)
-            .args(args)
-            .env("JACK_DEFAULT_SERVER", &self.name)
-            .output()
-            .unwrap_or_else(|e| panic!("{program}: {e}"));
-        assert!(
-            out.status.success(),
-            "{program} {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.signal(libc::SIGTERM);
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(2) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if !matches!(self.child.try_wait(), Ok(Some(_))) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let _ = std::fs::remove_file(&self.log);
-        // A killed server leaves its sockets and semaphores in /dev/shm;
-        // their names carry the server name between underscores.
-        let tag = format!("_{}_", self.name);
-        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
-            for entry in dir.flatten() {
-                if entry.file_name().to_string_lossy().contains(&tag) {
-                    let _ = std::fs::remove_file(entry.path());
-                }
-            }
-        }
-    }
-}
-
-/// Whether a JACK server answers under `name`.
-fn serves(name: &str) -> bool {
-    Command::new("jack_lsp")
-        .args(["-s", name])
-        .stderr(Stdio::null())
-        .output()
-        .is_ok_and(|o| {
-            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("system:playback_1")
-        })
 }
 
 /// Runs `f` on a helper thread and fails the test if it takes longer than `limit` (a hang).
@@ -221,7 +83,7 @@ fn config(sines: usize) -> EngineConfig {
 }
 
 fn start(server: &TestServer, opts: JackOptions, config: EngineConfig) -> Engine {
-    assert_eq!(opts.server.as_deref(), Some(server.name.as_str()));
+    assert_eq!(opts.server.as_deref(), Some(server.name()));
     let device = JackDevice::connect(opts).expect("connect to the test server");
     Engine::start(config, Box::new(device)).expect("engine on JACK")
 }
@@ -258,8 +120,8 @@ fn no_server_fails_at_once_saying_how_to_start_one() {
 #[test]
 fn callbacks_arrive_at_375_per_second_and_the_engine_agrees_with_the_server() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
-    let mut engine = start(&server, server.options(), config(200));
+    let server = TestServer::start("xrl-test", 128);
+    let mut engine = start(&server, options(&server), config(200));
     std::thread::sleep(Duration::from_millis(300));
     drain(&mut engine);
     let xruns_before = engine.signals().xruns();
@@ -354,10 +216,10 @@ fn callbacks_arrive_at_375_per_second_and_the_engine_agrees_with_the_server() {
 #[test]
 fn the_process_callback_does_not_allocate() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
+    let server = TestServer::start("xrl-test", 128);
     let opts = JackOptions {
         input: true,
-        ..server.options()
+        ..options(&server)
     };
     let mut config = config(500);
     config.input = true;
@@ -384,12 +246,12 @@ fn the_process_callback_does_not_allocate() {
 #[test]
 fn ports_are_registered_and_connected_to_the_system_ports() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
+    let server = TestServer::start("xrl-test", 128);
     let opts = JackOptions {
         client_name: "xrl-ports".into(),
         connect_ports: true,
         input: true,
-        ..server.options()
+        ..options(&server)
     };
     let mut config = config(18);
     config.input = true;
@@ -428,13 +290,13 @@ fn ports_are_registered_and_connected_to_the_system_ports() {
 #[test]
 fn an_overload_produces_counted_server_xruns_and_late_renders() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
+    let server = TestServer::start("xrl-test", 128);
     let mut config = config(20_000);
     // The workers stay SCHED_OTHER so that two cores of runaway real-time
     // work cannot starve the server and the other builds on this machine;
     // JACK's process thread still renders its share at JACK's priority.
     config.rt.priority = None;
-    let mut engine = start(&server, server.options(), config);
+    let mut engine = start(&server, options(&server), config);
     std::thread::sleep(Duration::from_secs(2));
     let mut reports = drain(&mut engine);
     let xruns = engine.signals().xruns();
@@ -452,12 +314,12 @@ fn an_overload_produces_counted_server_xruns_and_late_renders() {
 #[test]
 fn a_hung_worker_does_not_block_the_process_callback() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
+    let server = TestServer::start("xrl-test", 128);
     let mut c = config(400);
     c.threads = 3;
     // Small chunks: the hung worker is sure to hold one when it hangs.
     c.chunk_size = 16;
-    let mut engine = start(&server, server.options(), c);
+    let mut engine = start(&server, options(&server), c);
     std::thread::sleep(Duration::from_millis(300));
     let mut reports = drain(&mut engine);
     // 200 ms: 75 JACK cycles of 2.67 ms; a process callback blocked that
@@ -504,8 +366,8 @@ fn a_hung_worker_does_not_block_the_process_callback() {
 #[test]
 fn killing_the_server_ends_the_run_cleanly_and_keeps_the_data() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
-    let mut engine = start(&server, server.options(), config(200));
+    let server = TestServer::start("xrl-test", 128);
+    let mut engine = start(&server, options(&server), config(200));
     std::thread::sleep(Duration::from_secs(1));
     let mut reports = drain(&mut engine);
     let before = reports.len();
@@ -541,8 +403,8 @@ fn killing_the_server_ends_the_run_cleanly_and_keeps_the_data() {
 #[test]
 fn a_server_that_stops_calling_the_client_ends_the_run() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
-    let mut engine = start(&server, server.options(), config(18));
+    let server = TestServer::start("xrl-test", 128);
+    let mut engine = start(&server, options(&server), config(18));
     std::thread::sleep(Duration::from_millis(300));
     // A stopped server neither runs cycles nor says goodbye, like a dead
     // PipeWire daemon seen through its libjack.
@@ -574,8 +436,8 @@ fn a_server_that_stops_calling_the_client_ends_the_run() {
 #[test]
 fn a_buffer_size_change_during_a_run_is_followed_without_a_restart() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
-    let mut engine = start(&server, server.options(), config(200));
+    let server = TestServer::start("xrl-test", 128);
+    let mut engine = start(&server, options(&server), config(200));
     std::thread::sleep(Duration::from_millis(500));
     let before = drain(&mut engine);
     assert!(before.iter().all(|b| b.frames == 128));
@@ -610,10 +472,10 @@ fn a_buffer_size_change_during_a_run_is_followed_without_a_restart() {
 #[test]
 fn a_buffer_request_is_sent_to_the_server_and_its_answer_adopted() {
     let _turn = take_turn();
-    let server = TestServer::start(128);
+    let server = TestServer::start("xrl-test", 128);
     let mut device = JackDevice::connect(JackOptions {
         buffer_request: Some(64),
-        ..server.options()
+        ..options(&server)
     })
     .expect("connect");
     let info = device.configure(44_100, 128).expect("configure");
@@ -633,8 +495,8 @@ fn a_buffer_request_is_sent_to_the_server_and_its_answer_adopted() {
     // libjack connects a process to one server at a time: close before the next.
     within(Duration::from_secs(5), "drop", move || drop(device));
     // Without a request, the server's size is kept whatever the engine's default says.
-    let server2 = TestServer::start(256);
-    let mut device2 = JackDevice::connect(server2.options()).expect("connect");
+    let server2 = TestServer::start("xrl-test", 256);
+    let mut device2 = JackDevice::connect(options(&server2)).expect("connect");
     assert_eq!(
         device2
             .configure(48_000, 128)

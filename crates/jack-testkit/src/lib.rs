@@ -1,0 +1,155 @@
+//! Test support shared by xrunlab's JACK tests: starts a real `jackd -d dummy` of the test's own, stops it by pid when dropped (also when the test fails), and makes tests take turns; runs on test threads.
+#![deny(missing_docs)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The tests of one binary take turns: libjack's server registry holds 8 servers, and
+/// two shared cores make a rate measurement meaningless beside an overload test.
+pub fn take_turn() -> MutexGuard<'static, ()> {
+    static TURN: Mutex<()> = Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether a JACK server answers under `name`.
+pub fn serves(name: &str) -> bool {
+    Command::new("jack_lsp")
+        .args(["-s", name])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("system:playback_1")
+        })
+}
+
+/// A `jackd -d dummy` of our own at 48 kHz; stopped (SIGTERM, then SIGKILL) when dropped,
+/// with the sockets and semaphores a killed server leaves in /dev/shm removed.
+pub struct TestServer {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl TestServer {
+    /// Starts a server with `period` frames under the first free name `{prefix}-0..3`:
+    /// libjack's registry frees a killed server's entry only when a server of the same
+    /// name starts again, so a small fixed set of names keeps it from filling up.
+    pub fn start(prefix: &str, period: u32) -> TestServer {
+        let mut last_log = String::new();
+        for slot in 0..4 {
+            match TestServer::start_named(&format!("{prefix}-{slot}"), period) {
+                Ok(server) => return server,
+                Err(log) => last_log = log,
+            }
+        }
+        panic!("no test JACK server could be started:\n{last_log}");
+    }
+
+    /// A server under `name`; `Err` with jackd's output when the name is taken.
+    pub fn start_named(name: &str, period: u32) -> Result<TestServer, String> {
+        if serves(name) {
+            return Err(format!("a server named {name} is already running"));
+        }
+        let name = name.to_owned();
+        let period = period.to_string();
+        // jackd's output goes to a file so that a failed start can show why.
+        let log = std::env::temp_dir().join(format!("{name}-{}.log", std::process::id()));
+        let log_file = std::fs::File::create(&log).expect("jackd log file");
+        let log_err = log_file.try_clone().expect("jackd log file");
+        let child = Command::new("jackd")
+            .args([
+                "-n", &name, "-R", "-d", "dummy", "-r", "48000", "-p", &period,
+            ])
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(log_err)
+            .spawn()
+            .expect(
+                "jackd could not be started: install jackd2 (apt-get install jackd2; test.sh does)",
+            );
+        let mut server = TestServer { name, child, log };
+        let t0 = Instant::now();
+        loop {
+            // Ready only if our own jackd is still alive: a server already
+            // running under this name answers too, while ours gives up.
+            if serves(&server.name) && matches!(server.child.try_wait(), Ok(None)) {
+                return Ok(server);
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                let log = std::fs::read_to_string(&server.log).unwrap_or_default();
+                assert!(
+                    log.contains("already active") || log.contains("Too many servers"),
+                    "jackd -n {} exited before it was ready: {status}\n{log}",
+                    server.name
+                );
+                return Err(log);
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "jackd -n {} not ready after 5 s",
+                server.name
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The server's name (`jackd -n NAME`, `JACK_DEFAULT_SERVER`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sends `sig` to the server.
+    pub fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill with a pid we spawned and still own (not yet reaped).
+        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+    }
+
+    /// Kills the server at once, as a crash would.
+    pub fn kill(&self) {
+        self.signal(libc::SIGKILL);
+    }
+
+    /// A JACK tool (e.g. `jack_bufsize`) run against this server; its standard output.
+    pub fn tool(&self, program: &str, args: &[&str]) -> String {
+        let out = Command::new(program)
+            .args(args)
+            .env("JACK_DEFAULT_SERVER", &self.name)
+            .output()
+            .unwrap_or_else(|e| panic!("{program}: {e}"));
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.signal(libc::SIGTERM);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(2) && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let _ = std::fs::remove_file(&self.log);
+        // A killed server leaves its sockets and semaphores in /dev/shm; their names
+        // carry the server name between underscores.
+        let tag = format!("_{}_", self.name);
+        for entry in std::fs::read_dir("/dev/shm")
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if entry.file_name().to_string_lossy().contains(&tag) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
