@@ -189,23 +189,12 @@ pub(crate) enum Request {
     Query,
 }
 
+/// The errno's symbolic name ("EPERM"), from nix's table rather than one kept by hand.
 fn errno_name(errno: i32) -> String {
-    let name = match errno {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::ESRCH => "ESRCH",
-        libc::E2BIG => "E2BIG",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::EINVAL => "EINVAL",
-        libc::ENOSYS => "ENOSYS",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        _ => return format!("errno {errno}"),
-    };
-    name.to_owned()
+    match nix::errno::Errno::from_raw(errno) {
+        nix::errno::Errno::UnknownErrno => format!("errno {errno}"),
+        e => format!("{e:?}"),
+    }
 }
 
 /// Explains an errno in terms of the request that got it: "NAME: what it means (what to do)".
@@ -628,6 +617,14 @@ pub fn hold_cpu_dma_latency(dev_path: &Path, latency_us: i32) -> (Option<PmQosGu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errno_names_come_from_nix() {
+        assert_eq!(errno_name(libc::EPERM), "EPERM");
+        assert_eq!(errno_name(libc::EOPNOTSUPP), "EOPNOTSUPP");
+        assert_eq!(errno_name(libc::EBUSY), "EBUSY");
+        assert_eq!(errno_name(100_000), "errno 100000");
+    }
     use std::sync::Mutex;
 
     /// SCHED_DEADLINE admission is shared by the whole machine; tests that reserve bandwidth
