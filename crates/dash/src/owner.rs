@@ -484,8 +484,10 @@ impl Owner {
             self.agg.set_thread_slots(want);
             let threads = engine.threads();
             // The old engine's buffers are all drained by now: later ones are these threads'.
-            self.history
-                .set_threads(self.history.newest_ns().map_or(0, |t| t + 1), threads.clone());
+            self.history.set_threads(
+                self.history.newest_ns().map_or(0, |t| t + 1),
+                threads.clone(),
+            );
             if let Some(e) = self.explain.as_mut() {
                 if e.unavailable().is_none() && e.cpus() != cpus.as_slice() {
                     // The audio threads may now run elsewhere: trace those CPUs instead.
@@ -573,19 +575,18 @@ impl Owner {
             }
             None => {
                 let (agg, history) = (&mut self.agg, &mut self.history);
-                let applied =
-                    engine
-                        .apply(request.config, |b| {
-                            agg.add(b);
-                            history.push(b);
-                        })
-                        .map_err(|e| match e {
-                            EngineError::Config(c) => ApiError::from_config(c),
-                            other => ApiError::failed(
-                                503,
-                                format!("the engine could not apply the config: {other}"),
-                            ),
-                        })?;
+                let applied = engine
+                    .apply(request.config, |b| {
+                        agg.add(b);
+                        history.push(b);
+                    })
+                    .map_err(|e| match e {
+                        EngineError::Config(c) => ApiError::from_config(c),
+                        other => ApiError::failed(
+                            503,
+                            format!("the engine could not apply the config: {other}"),
+                        ),
+                    })?;
                 applied.restarted
             }
         };

@@ -64,7 +64,9 @@ impl History {
 
     /// The buffers whose period started at or after `from_ns`, with their thread sets.
     pub(crate) fn since(&self, from_ns: u64) -> (Vec<BufferReport>, Vec<(u64, Vec<ThreadInfo>)>) {
-        let start = self.buffers.partition_point(|b| b.period_start_ns < from_ns);
+        let start = self
+            .buffers
+            .partition_point(|b| b.period_start_ns < from_ns);
         (
             self.buffers.range(start..).cloned().collect(),
             self.threads.iter().cloned().collect(),
@@ -100,7 +102,9 @@ impl TraceSnapshot {
     /// The seconds the kept buffers cover: from the first one in the span to the request.
     fn covered_seconds(&self) -> f64 {
         self.buffers.first().map_or(0.0, |b| {
-            self.to_ns.saturating_sub(b.period_start_ns.max(self.from_ns)) as f64 / 1e9
+            self.to_ns
+                .saturating_sub(b.period_start_ns.max(self.from_ns)) as f64
+                / 1e9
         })
     }
 
@@ -123,15 +127,22 @@ impl TraceSnapshot {
         writer.other_data("xrunlab_buffers", self.buffers.len().into());
         writer.other_data(
             "xrunlab_history_bound",
-            format!("the last {MAX_BUFFERS} buffers or {MAX_SECONDS} s, whichever is fewer")
-                .into(),
+            format!("the last {MAX_BUFFERS} buffers or {MAX_SECONDS} s, whichever is fewer").into(),
         );
         let kernel_note = match &self.kernel {
             Ok((w, cpus)) => format!(
                 "{} kernel events of CPUs {cpus:?} still in the tracer's window{}{}",
                 w.events.len(),
-                if w.complete { "" } else { " (the window no longer reaches back to the start of the trace)" },
-                if w.lost_events > 0 { format!("; {} lost by the kernel", w.lost_events) } else { String::new() },
+                if w.complete {
+                    ""
+                } else {
+                    " (the window no longer reaches back to the start of the trace)"
+                },
+                if w.lost_events > 0 {
+                    format!("; {} lost by the kernel", w.lost_events)
+                } else {
+                    String::new()
+                },
             ),
             Err(why) => why.clone(),
         };

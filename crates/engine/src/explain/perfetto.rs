@@ -5,7 +5,7 @@
 //! to a file on the main thread) and the dashboard's `GET /api/trace` (built from its recent
 //! history off the engine-owner thread); runs on whichever non-real-time thread calls it.
 
-use super::{dropout_kind, role, Dropout};
+use super::{dropout_kind, notes, role, Dropout};
 use crate::engine::ThreadInfo;
 use crate::report::BufferReport;
 use serde_json::json;
@@ -119,7 +119,7 @@ impl<W: Write> BufferTrace<W> {
                 track,
                 b.period_start_ns,
                 &verdict,
-                json!({"seq": b.seq, "epoch": b.epoch, "late_by_us":
+                json!({"seq": b.seq, "epoch": b.epoch, "notes": notes(b), "late_by_us":
                        b.render_end_ns.saturating_sub(b.deadline_ns) as f64 / 1000.0}),
             );
         }
