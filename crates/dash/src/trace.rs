@@ -185,3 +185,62 @@ impl TraceSnapshot {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buffer(seq: u64, period_start_ns: u64) -> BufferReport {
+        BufferReport {
+            epoch: 0,
+            seq,
+            frames: 128,
+            sample_rate: 48_000,
+            period_start_ns,
+            deadline_ns: period_start_ns + 2_666_666,
+            driver_wake_ns: period_start_ns,
+            render_start_ns: period_start_ns,
+            render_end_ns: period_start_ns + 1_000_000,
+            active_sines: 10,
+            burst: false,
+            late: false,
+            device_xrun: false,
+            server_xruns: 0,
+            unfinished_workers: 0,
+            input_peak: None,
+            server_load_pct: None,
+            injected_stall_ns: 0,
+            injected_hang_worker: 0,
+            threads: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_history_keeps_at_most_max_buffers() {
+        let mut h = History::default();
+        for seq in 0..(MAX_BUFFERS as u64 + 100) {
+            h.push(&buffer(seq, seq * 1_000));
+        }
+        let (kept, _) = h.since(0);
+        assert_eq!(kept.len(), MAX_BUFFERS);
+        assert_eq!(kept[0].seq, 100, "the oldest are forgotten");
+    }
+
+    #[test]
+    fn the_history_keeps_at_most_max_seconds_and_since_cuts_the_span() {
+        let mut h = History::default();
+        let second = 1_000_000_000;
+        for seq in 0..100 {
+            // One buffer a second: 100 s, of which the last 60 (and the one at exactly 60 s) stay.
+            h.push(&buffer(seq, seq * second));
+        }
+        let (kept, _) = h.since(0);
+        assert_eq!(kept.first().map(|b| b.seq), Some(39));
+        assert_eq!(kept.len(), 61);
+        let (last, _) = h.since(95 * second);
+        assert_eq!(
+            last.iter().map(|b| b.seq).collect::<Vec<_>>(),
+            [95, 96, 97, 98, 99]
+        );
+    }
+}
