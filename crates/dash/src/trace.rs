@@ -60,6 +60,12 @@ impl History {
     /// The audio threads from `since_ns` on (after an audio start or device switch).
     pub(crate) fn set_threads(&mut self, since_ns: u64, threads: Vec<ThreadInfo>) {
         self.threads.push_back((since_ns, threads));
+        // Config changes with no buffer in between (no audio) leave sets nothing uses.
+        while self.threads.len() > 1
+            && self.threads[1].0 <= self.buffers.front().map_or(since_ns, |b| b.period_start_ns)
+        {
+            self.threads.pop_front();
+        }
     }
 
     /// The buffers whose period started at or after `from_ns`, with their thread sets.
