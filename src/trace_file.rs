@@ -10,13 +10,13 @@
 //! run goes on and its result says so.
 
 use serde::Serialize;
-use serde_json::json;
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xrunlab_engine::explain::trace::{
-    Cursor, EventKind, PerfettoOptions, PerfettoWriter, TraceEvent, Tracer, Track,
-};
-use xrunlab_engine::explain::{dropout_kind, role, Dropout};
+use xrunlab_engine::explain::perfetto::BufferTrace;
+use xrunlab_engine::explain::trace::{Cursor, PerfettoOptions, PerfettoWriter, TraceEvent, Tracer};
+use xrunlab_engine::explain::Dropout;
 use xrunlab_engine::{BufferReport, ThreadInfo};
 use xrunlab_sys::PowerMeter;
 
@@ -51,12 +51,10 @@ fn partial_path(target: &Path) -> PathBuf {
 
 /// A trace file being written.
 pub struct TraceFile {
-    writer: PerfettoWriter,
+    trace: BufferTrace<BufWriter<File>>,
     target: PathBuf,
     partial: PathBuf,
     every_nth_buffer: u32,
-    pid: i32,
-    tids: Vec<(usize, i32)>,
     cursor: Cursor,
     kernel: Vec<TraceEvent>,
     kernel_missed: u64,
@@ -81,9 +79,13 @@ impl TraceFile {
             max_events: Some(max_events),
             every_nth_buffer,
         };
-        let mut writer = PerfettoWriter::create(&partial, options).map_err(|e| e.to_string())?;
+        let writer = PerfettoWriter::create(&partial, options).map_err(|e| e.to_string())?;
         let pid = std::process::id() as i32;
-        writer.process_name(pid, "xrunlab audio threads");
+        let trace = BufferTrace::new(
+            writer,
+            pid,
+            "no --explain: run with it for the kernel's account",
+        );
         let power = PowerMeter::new(
             xrunlab_sys::default_sys_root(),
             xrunlab_sys::default_proc_root(),
@@ -94,12 +96,10 @@ impl TraceFile {
             "power W (RAPL package)".to_owned()
         };
         Ok(TraceFile {
-            writer,
+            trace,
             target: target.to_path_buf(),
             partial,
             every_nth_buffer,
-            pid,
-            tids: Vec::new(),
             cursor: Cursor::default(),
             kernel: Vec::new(),
             kernel_missed: 0,
@@ -112,93 +112,20 @@ impl TraceFile {
         })
     }
 
-    fn track(&self, index: usize) -> Track {
-        let tid = self
-            .tids
-            .iter()
-            .find(|(i, _)| *i == index)
-            .map_or(-(index as i32) - 1, |(_, t)| *t);
-        Track { pid: self.pid, tid }
-    }
-
     /// Names one track per audio thread.
     pub fn set_threads(&mut self, threads: &[ThreadInfo]) {
-        self.tids = threads.iter().map(|t| (t.index, t.tid)).collect();
-        for t in threads {
-            let name = format!("{} (tid {})", role(t.index), t.tid);
-            self.writer.thread_name(self.track(t.index), &name);
-        }
+        self.trace.set_threads(threads);
     }
 
     /// One drained buffer: its slices and counters (one buffer in `--trace-every`, dropouts
     /// always) and, when no card will come for it (`explained` false), its dropout instant.
     pub fn buffer(&mut self, b: &BufferReport, explained: bool) {
-        if self.writer.keep_buffer(b.seq) || b.dropout() {
-            for t in &b.threads {
-                let track = self.track(t.index);
-                let wake = b.period_start_ns + t.wake_latency_ns;
-                self.writer.slice(
-                    track,
-                    "wake-up",
-                    "wake",
-                    b.period_start_ns,
-                    t.wake_latency_ns,
-                    json!({"seq": b.seq}),
-                );
-                self.writer.slice(
-                    track,
-                    "render",
-                    "render",
-                    wake,
-                    t.busy_ns,
-                    json!({"seq": b.seq, "sines": t.sines, "computed": t.computed,
-                           "cpu_start": t.cpu_start, "cpu_end": t.cpu_end,
-                           "cpu_us": t.cpu_ns as f64 / 1000.0}),
-                );
-            }
-            self.writer.counter(
-                self.pid,
-                "load %",
-                b.period_start_ns,
-                &[("load", b.load() * 100.0)],
-            );
-            self.writer.counter(
-                self.pid,
-                "active sines",
-                b.period_start_ns,
-                &[("sines", f64::from(b.active_sines))],
-            );
-        }
-        if b.dropout() && !explained {
-            let verdict = format!(
-                "{} (no --explain: run with it for the kernel's account)",
-                dropout_kind(b)
-            );
-            let track = self.track(0);
-            self.writer.dropout(
-                track,
-                b.period_start_ns,
-                &verdict,
-                json!({"seq": b.seq, "late_by_us":
-                       b.render_end_ns.saturating_sub(b.deadline_ns) as f64 / 1000.0}),
-            );
-        }
+        self.trace.buffer(b, explained);
     }
 
     /// A dropout with its card (or the reason it has none): an instant carrying the verdict.
     pub fn dropout(&mut self, d: &Dropout) {
-        let track = self.track(0);
-        let card = d.blame.as_ref();
-        self.writer.dropout(
-            track,
-            d.period_start_ns,
-            &d.verdict(),
-            json!({"seq": d.seq, "kind": d.kind, "late_by_us": d.late_by_us,
-                   "notes": d.notes,
-                   "cause": card.map(|c| c.cause),
-                   "main_culprit": card.and_then(|c| c.main_culprit.clone()),
-                   "no_card": d.no_card}),
-        );
+        self.trace.dropout(d);
     }
 
     /// The kernel events the tracer decoded since the last call: sched and IRQ slices of the
@@ -207,17 +134,7 @@ impl TraceFile {
         self.kernel.clear();
         self.kernel_missed += tracer.read_new(&mut self.cursor, &mut self.kernel);
         let events = std::mem::take(&mut self.kernel);
-        self.writer.kernel_events(&events, cpus);
-        for e in &events {
-            if let EventKind::CpuFrequency { khz, cpu_id } = e.kind {
-                self.writer.counter(
-                    self.pid,
-                    &format!("CPU {cpu_id} MHz (kernel)"),
-                    e.ts_ns,
-                    &[("MHz", f64::from(khz) / 1000.0)],
-                );
-            }
-        }
+        self.trace.kernel(&events, cpus);
         self.kernel = events;
     }
 
@@ -229,9 +146,10 @@ impl TraceFile {
         }
         self.next_sample = now + SAMPLE_EVERY;
         if let Some(p) = self.power.sample() {
-            let label = self.power_label.clone();
-            self.writer
-                .counter(self.pid, &label, now_ns, &[("W", p.watts)]);
+            let pid = self.trace.pid();
+            self.trace
+                .writer()
+                .counter(pid, &self.power_label, now_ns, &[("W", p.watts)]);
         }
         xrunlab_sys::read_cur_freqs_khz(
             xrunlab_sys::default_sys_root(),
@@ -244,9 +162,10 @@ impl TraceFile {
             .zip(&self.freqs)
             .filter_map(|(c, f)| f.map(|f| (*c, f)))
             .collect();
+        let pid = self.trace.pid();
         for (cpu, khz) in readings {
-            self.writer.counter(
-                self.pid,
+            self.trace.writer().counter(
+                pid,
                 &format!("CPU {cpu} MHz (cpufreq)"),
                 now_ns,
                 &[("MHz", khz as f64 / 1000.0)],
@@ -259,7 +178,7 @@ impl TraceFile {
         if self.warned {
             return;
         }
-        if let Some(w) = self.writer.warning() {
+        if let Some(w) = self.trace.writer().warning() {
             eprintln!("warning: {w}");
             self.warned = true;
         }
@@ -269,7 +188,7 @@ impl TraceFile {
     /// in its in-progress file, which the report names.
     pub fn finish(self) -> TraceFileReport {
         let TraceFile {
-            writer,
+            trace,
             target,
             partial,
             every_nth_buffer,
@@ -277,7 +196,7 @@ impl TraceFile {
             warned,
             ..
         } = self;
-        let summary = writer.finish();
+        let summary = trace.into_writer().finish();
         let mut warning = summary.warning.clone();
         let mut path = partial.clone();
         let mut renamed = false;

@@ -19,4 +19,4 @@ if [ -z "${XRUNLAB_BIN:-}" ]; then
   export XRUNLAB_BIN="$root/target/debug/xrunlab"
 fi
 mkdir -p artifacts
-node --test --test-concurrency=1 dashboard.test.js token.test.js explain.test.js report.test.js
+node --test --test-concurrency=1 dashboard.test.js token.test.js explain.test.js report.test.js trace.test.js

@@ -21,6 +21,7 @@ mod owner;
 mod server;
 pub mod telemetry;
 pub mod token;
+mod trace;
 
 use std::fmt;
 use std::io::Write;

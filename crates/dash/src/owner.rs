@@ -7,6 +7,7 @@
 
 use crate::api::{max_sines, merge_config, ApiError};
 use crate::telemetry::{Aggregator, FrameExtras};
+use crate::trace::{History, TraceSnapshot};
 use crate::{DeviceFactory, Fault};
 use axum::extract::ws::Utf8Bytes;
 use serde_json::{json, Value};
@@ -65,6 +66,8 @@ pub(crate) enum Command {
     PutExplain(Value, Reply<Result<Value, ApiError>>),
     /// GET /api/dropouts/{epoch}/{seq}.
     Dropout(u32, u64, Reply<Result<Value, ApiError>>),
+    /// GET /api/trace?seconds=N (N already checked): what the trace of the last N s is built from.
+    Trace(u64, Reply<TraceSnapshot>),
     /// Stop the engine and end the thread.
     Stop,
 }
@@ -116,6 +119,8 @@ struct Owner {
     before: Before,
     /// Blame cards for dropouts, while "Explain dropouts" is on.
     explain: Option<Explainer>,
+    /// The last buffers, for `GET /api/trace` (bounded; see `trace`).
+    history: History,
 }
 
 #[derive(Default)]
@@ -185,6 +190,7 @@ pub(crate) fn spawn(
                 last_error: None,
                 before: Before::default(),
                 explain: None,
+                history: History::default(),
             };
             if explain {
                 owner.set_explain(true);
@@ -261,9 +267,10 @@ impl Owner {
 
     fn drain(&mut self) {
         if let Some(engine) = self.engine.as_mut() {
-            let (agg, explain) = (&mut self.agg, &mut self.explain);
+            let (agg, explain, history) = (&mut self.agg, &mut self.explain, &mut self.history);
             engine.drain(|b| {
                 agg.add(b);
+                history.push(b);
                 if let Some(e) = explain.as_mut() {
                     e.observe(b);
                 }
@@ -371,6 +378,40 @@ impl Owner {
         }
     }
 
+    /// What the trace of the last `seconds` is built from: the kept buffers (drained just
+    /// now), the explain collector's dropouts and the kernel events still in its tracer's window.
+    fn trace_snapshot(&mut self, seconds: u64) -> TraceSnapshot {
+        self.drain();
+        let to_ns = now_ns();
+        let from_ns = to_ns.saturating_sub(seconds * 1_000_000_000);
+        let (buffers, threads) = self.history.since(from_ns);
+        let dropouts = self.explain.as_ref().map(|e| {
+            e.dropouts()
+                .filter(|d| d.period_start_ns >= from_ns)
+                .cloned()
+                .collect()
+        });
+        let kernel = match self.explain.as_ref() {
+            None => Err("no kernel events: \"Explain dropouts\" is off".to_owned()),
+            Some(e) => match e.tracer() {
+                Some(t) => Ok((t.snapshot(from_ns, to_ns), e.cpus().to_vec())),
+                None => Err(format!(
+                    "no kernel events: {}",
+                    e.unavailable().unwrap_or("kernel tracing stopped")
+                )),
+            },
+        };
+        TraceSnapshot {
+            seconds,
+            from_ns,
+            to_ns,
+            buffers,
+            threads,
+            dropouts,
+            kernel,
+        }
+    }
+
     fn inject_fault(&mut self, now: Instant) {
         let (Some(fault), Some(engine)) = (self.fault, self.engine.as_ref()) else {
             return;
@@ -442,6 +483,11 @@ impl Owner {
             }
             self.agg.set_thread_slots(want);
             let threads = engine.threads();
+            // The old engine's buffers are all drained by now: later ones are these threads'.
+            self.history.set_threads(
+                self.history.newest_ns().map_or(0, |t| t + 1),
+                threads.clone(),
+            );
             if let Some(e) = self.explain.as_mut() {
                 if e.unavailable().is_none() && e.cpus() != cpus.as_slice() {
                     // The audio threads may now run elsewhere: trace those CPUs instead.
@@ -489,6 +535,9 @@ impl Owner {
             Command::Dropout(epoch, seq, reply) => {
                 let _ = reply.send(self.dropout_view(epoch, seq));
             }
+            Command::Trace(seconds, reply) => {
+                let _ = reply.send(self.trace_snapshot(seconds));
+            }
             Command::Stop => {}
         }
     }
@@ -525,17 +574,19 @@ impl Owner {
                 true
             }
             None => {
-                let agg = &mut self.agg;
-                let applied =
-                    engine
-                        .apply(request.config, |b| agg.add(b))
-                        .map_err(|e| match e {
-                            EngineError::Config(c) => ApiError::from_config(c),
-                            other => ApiError::failed(
-                                503,
-                                format!("the engine could not apply the config: {other}"),
-                            ),
-                        })?;
+                let (agg, history) = (&mut self.agg, &mut self.history);
+                let applied = engine
+                    .apply(request.config, |b| {
+                        agg.add(b);
+                        history.push(b);
+                    })
+                    .map_err(|e| match e {
+                        EngineError::Config(c) => ApiError::from_config(c),
+                        other => ApiError::failed(
+                            503,
+                            format!("the engine could not apply the config: {other}"),
+                        ),
+                    })?;
                 applied.restarted
             }
         };
@@ -567,8 +618,11 @@ impl Owner {
         self.before.skipped += s.skipped_periods();
         self.before.xruns += s.xruns();
         self.before.starts += u64::from(old.audio_starts());
-        let agg = &mut self.agg;
-        old.stop(|b| agg.add(b));
+        let (agg, history) = (&mut self.agg, &mut self.history);
+        old.stop(|b| {
+            agg.add(b);
+            history.push(b);
+        });
         let start = |factory: &DeviceFactory, kind: &str, config: EngineConfig| {
             let device = factory(kind, &config)?;
             Engine::start(config, device).map_err(|e| e.to_string())

@@ -5,9 +5,10 @@ use crate::assets;
 use crate::auth::{self, Gate};
 use crate::guard::OriginPolicy;
 use crate::owner::{Command, Shared};
+use crate::trace;
 use axum::body::Bytes;
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -48,6 +49,7 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/fault", get(get_fault).put(put_fault))
         .route("/api/explain", get(get_explain).put(put_explain))
         .route("/api/dropouts/{epoch}/{seq}", get(get_dropout))
+        .route("/api/trace", get(get_trace))
         .route("/ws", get(ws))
         .fallback(not_found)
         .with_state(state)
@@ -87,7 +89,7 @@ fn error_response(e: &ApiError) -> Response {
 }
 
 async fn not_found() -> Response {
-    error_response(&ApiError::failed(404, "no such page or API route (see API.md: /api/config, /api/status, /api/burst, /api/fault, /api/explain, /api/dropouts/{epoch}/{seq}, /ws)"))
+    error_response(&ApiError::failed(404, "no such page or API route (see API.md: /api/config, /api/status, /api/burst, /api/fault, /api/explain, /api/dropouts/{epoch}/{seq}, /api/trace, /ws)"))
 }
 
 async fn index() -> Response {
@@ -224,6 +226,71 @@ async fn get_dropout(
             .await
             .and_then(|r| r),
     )
+}
+
+/// The `seconds` of `GET /api/trace?seconds=N`: 1..=60, 10 when not given.
+fn trace_seconds(query: Option<&str>) -> Result<u64, ApiError> {
+    let given = query
+        .unwrap_or("")
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("seconds="));
+    let Some(text) = given else {
+        return Ok(trace::DEFAULT_SECONDS);
+    };
+    text.parse::<u64>()
+        .ok()
+        .filter(|n| trace::SECONDS_RANGE.contains(n))
+        .ok_or_else(|| {
+            ApiError::invalid(
+                "seconds",
+                format!("{text:?}"),
+                format!(
+                    "a whole number of seconds, {}..={}",
+                    trace::SECONDS_RANGE.start(),
+                    trace::SECONDS_RANGE.end()
+                ),
+            )
+        })
+}
+
+/// GET /api/trace?seconds=N: the last N seconds as a Chrome JSON trace, as a download. The
+/// engine thread copies what it keeps; the JSON is built on a blocking task.
+async fn get_trace(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+    let seconds = match trace_seconds(query.as_deref()) {
+        Ok(n) => n,
+        Err(e) => return error_response(&e),
+    };
+    let snapshot = match ask(&state, |tx| Command::Trace(seconds, tx)).await {
+        Ok(s) => s,
+        Err(e) => return error_response(&e),
+    };
+    let built = match tokio::task::spawn_blocking(move || snapshot.build()).await {
+        Ok(b) => b,
+        Err(e) => {
+            return error_response(&ApiError::failed(
+                500,
+                format!("building the trace failed: {e}"),
+            ))
+        }
+    };
+    // RFC 3339 without colons, which some file systems refuse in names.
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+        .to_string()
+        .replace(':', "-");
+    let disposition = format!("attachment; filename=\"xrunlab-trace-{stamp}.json\"");
+    let mut response = built.json.into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!("{:.3}", built.covered_seconds)) {
+        h.insert("x-xrunlab-trace-seconds", v);
+    }
+    response
 }
 
 async fn ws(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Response {

@@ -83,6 +83,30 @@ export function getDropout(epoch, seq) {
 }
 
 /**
+ * The last `seconds` (1..=60) as a Perfetto trace, for download.
+ * @param {number} seconds
+ * @returns {Promise<import('./types.js').TraceDownload>}
+ */
+export async function getTrace(seconds) {
+  const res = await fetch(`/api/trace?seconds=${encodeURIComponent(String(seconds))}`);
+  if (!res.ok) {
+    const text = await res.text();
+    /** @type {ApiErrorBody} */
+    let body;
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = { error: text || res.statusText };
+    }
+    throw new ApiError(res.status, body);
+  }
+  const disposition = res.headers.get('content-disposition') ?? '';
+  const filename = /filename="([^"]+)"/.exec(disposition)?.[1] ?? 'xrunlab-trace.json';
+  const coveredSeconds = Number(res.headers.get('x-xrunlab-trace-seconds') ?? 'NaN');
+  return { blob: await res.blob(), filename, coveredSeconds };
+}
+
+/**
  * Keeps a WebSocket to /ws open, reconnecting after a pause when it drops.
  * @param {(f: Frame) => void} onFrame
  * @param {(n: LaggedNote) => void} onLagged

@@ -1,7 +1,7 @@
 // The page's entry: connects telemetry to the stores, runs the requestAnimationFrame loop that draws the charts (skipped while frozen), and keeps the toolbar, counters, device and thread panels current. Runs on the page's main thread.
 // @ts-check
 
-import { connect, getStatus, postBurst } from './api.js';
+import { connect, getStatus, getTrace, postBurst } from './api.js';
 import { BufferStore, SampleStore } from './series.js';
 import { CoresChart, EnergyChart, LoadChart, WakeChart, WorkChart, threadColor } from './charts.js';
 import { Controls, el, summarize } from './controls.js';
@@ -194,6 +194,31 @@ byId('burst').addEventListener('click', async () => {
     say(`Burst: +${r.burst_sines} sines for 0.25 s`, false);
   } catch (e) {
     say(`Burst refused: ${e instanceof Error ? e.message : String(e)}`, true);
+  }
+});
+
+const saveTrace = /** @type {HTMLButtonElement} */ (byId('save-trace'));
+const traceSeconds = /** @type {HTMLInputElement} */ (byId('trace-seconds'));
+saveTrace.addEventListener('click', async () => {
+  // The server checks the range and names it when refused (422), like every other field.
+  const seconds = traceSeconds.value.trim() || '10';
+  saveTrace.disabled = true;
+  try {
+    const t = await getTrace(Number(seconds));
+    const url = URL.createObjectURL(t.blob);
+    const a = document.createElement('a');
+    a.href = url;
+    a.download = t.filename;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    // The download has its own copy once clicked; give the browser a moment before freeing it.
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    say(`Trace saved: ${t.filename}, the last ${t.coveredSeconds.toFixed(1)} s of the ${seconds} asked (open it in ui.perfetto.dev)`, false);
+  } catch (e) {
+    say(`Trace refused: ${e instanceof Error ? e.message : String(e)}`, true);
+  } finally {
+    saveTrace.disabled = false;
   }
 });
 

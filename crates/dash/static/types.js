@@ -307,6 +307,14 @@
  */
 
 /**
+ * GET /api/trace?seconds=N, downloaded: the Chrome JSON trace and what it covers.
+ * @typedef {object} TraceDownload
+ * @property {Blob} blob the JSON document
+ * @property {string} filename from Content-Disposition
+ * @property {number} coveredSeconds seconds it really covers (X-Xrunlab-Trace-Seconds)
+ */
+
+/**
  * A refused request's body.
  * @typedef {object} ApiErrorBody
  * @property {string} error

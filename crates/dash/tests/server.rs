@@ -221,6 +221,20 @@ async fn foreign_origins_and_hosts_are_refused() {
     assert_eq!(status, 403);
     let (status, _) = request(port, "GET", "/", &[("Host", &rebind)], "").await;
     assert_eq!(status, 403);
+    let (status, _) = request(port, "GET", "/api/trace", &[("Host", &rebind)], "").await;
+    assert_eq!(
+        status, 403,
+        "the trace download is guarded like every route"
+    );
+    let (status, _) = request(
+        port,
+        "GET",
+        "/api/trace",
+        &[("Origin", "http://evil.example")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 403);
     assert_eq!(
         get_config(port).await,
         before,
@@ -590,6 +604,7 @@ async fn requests_without_the_token_get_401_saying_where_it_is() {
         ("POST", "/api/burst"),
         ("GET", "/api/status"),
         ("PUT", "/api/fault"),
+        ("GET", "/api/trace?seconds=2"),
         ("GET", "/favicon.ico"),
         ("GET", "/api/nothing"),
     ] {
@@ -950,6 +965,26 @@ async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_r
         .unwrap()
         .iter()
         .any(|d| d["verdict"].as_str().unwrap().contains("injected stall")));
+    // The trace download carries the kernel's sched slices of the audio CPUs and the cards'
+    // verdicts on the dropout instants.
+    let r = send(port, "GET", "/api/trace?seconds=2", &[AUTH], "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let doc = json_of(&r.body);
+    let events = trace_events(&doc);
+    let kernel_pid = 1i64 << 30;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["pid"] == kernel_pid && e["cat"] == "sched"),
+        "sched slices of the audio CPUs: {}",
+        doc["otherData"]
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["name"] == "dropout" && e["args"]["detail"]["cause"] == "ran_long"),
+        "a dropout instant with its card's cause"
+    );
     running.shutdown().await.unwrap();
 }
 
@@ -983,5 +1018,168 @@ async fn status_carries_the_cpu_topology_and_idle_state_entries() {
         assert!(states.iter().all(|st| st["entries"].as_u64().is_some()));
         assert!(s["idle"]["driver"].as_str().is_some(), "{}", s["idle"]);
     }
+    running.shutdown().await.unwrap();
+}
+
+/// The trace events of a Chrome JSON trace document.
+fn trace_events(doc: &Value) -> &Vec<Value> {
+    doc["traceEvents"].as_array().expect("a traceEvents array")
+}
+
+/// Render slices per (tid, seq) of the audio process in a trace.
+fn render_slices(doc: &Value) -> std::collections::HashMap<(i64, u64), usize> {
+    let mut n = std::collections::HashMap::new();
+    for e in trace_events(doc) {
+        if e["ph"] == "X" && e["name"] == "render" {
+            let key = (
+                e["tid"].as_i64().unwrap(),
+                e["args"]["seq"].as_u64().unwrap(),
+            );
+            *n.entry(key).or_insert(0) += 1;
+        }
+    }
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trace_download_has_a_render_per_buffer_and_thread_and_the_stalled_dropout() {
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    for (query, value) in [
+        ("seconds=0", "\"0\""),
+        ("seconds=61", "\"61\""),
+        ("seconds=abc", "\"abc\""),
+    ] {
+        let (status, body) = request(port, "GET", &format!("/api/trace?{query}"), &[], "").await;
+        assert_eq!(status, 422, "{query}: {body}");
+        let v = json_of(&body);
+        assert_eq!(v["field"], "seconds", "{v}");
+        assert_eq!(v["value"], value, "{v}");
+        assert!(v["allowed"].as_str().unwrap().contains("1..=60"), "{v}");
+    }
+    let (status, body) = request(
+        port,
+        "PUT",
+        "/api/fault",
+        &[],
+        r#"{"stall_ms": 8, "every_ms": 500}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let status_now = json_of(&request(port, "GET", "/api/status", &[], "").await.1);
+    let r = send(port, "GET", "/api/trace?seconds=2", &[AUTH], "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let disposition = r.header("content-disposition").unwrap();
+    assert!(
+        disposition.starts_with("attachment; filename=\"xrunlab-trace-")
+            && disposition.ends_with(".json\"")
+            && !disposition.contains(':'),
+        "{disposition}"
+    );
+    assert!(r
+        .header("content-type")
+        .unwrap()
+        .starts_with("application/json"));
+    let covered: f64 = r
+        .header("x-xrunlab-trace-seconds")
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 2.5 s were kept, so the whole 2 s are covered (less at most one period at the start).
+    assert!((1.9..=2.0).contains(&covered), "covers {covered} s");
+    let doc = json_of(&r.body);
+    assert_eq!(doc["otherData"]["xrunlab_requested_seconds"], 2);
+    assert_eq!(
+        doc["otherData"]["xrunlab_covered_seconds"].as_f64(),
+        Some((covered * 1000.0).round() / 1000.0)
+    );
+    assert!(doc["otherData"]["xrunlab_kernel_events"]
+        .as_str()
+        .unwrap()
+        .contains("is off"));
+
+    // Every audio thread has a named track.
+    let threads = status_now["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), config().realtime_threads(), "{threads:?}");
+    let named: Vec<(i64, String)> = trace_events(&doc)
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| {
+            (
+                e["tid"].as_i64().unwrap(),
+                e["args"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for t in threads {
+        let tid = t["tid"].as_i64().unwrap();
+        let role = if t["index"] == 0 {
+            "driver".to_owned()
+        } else {
+            format!("worker {}", t["index"])
+        };
+        assert!(
+            named.contains(&(tid, format!("{role} (tid {tid})"))),
+            "{tid} in {named:?}"
+        );
+    }
+    // One render slice per buffer and thread: the driver renders every buffer, a worker each
+    // buffer at most once (a stalled buffer may go without its part).
+    let renders = render_slices(&doc);
+    assert!(
+        renders.values().all(|&n| n == 1),
+        "a (thread, buffer) twice"
+    );
+    let driver = threads[0]["tid"].as_i64().unwrap();
+    let seqs: std::collections::BTreeSet<u64> = renders.keys().map(|&(_, s)| s).collect();
+    let driver_seqs = renders.keys().filter(|(t, _)| *t == driver).count();
+    assert_eq!(driver_seqs, seqs.len(), "the driver renders every buffer");
+    let c = config();
+    let expected = covered * f64::from(c.sample_rate) / f64::from(c.buffer_frames);
+    assert!(
+        (seqs.len() as f64) > 0.85 * expected && (seqs.len() as f64) < expected + 2.0,
+        "{} buffers for {covered} s (expected about {expected:.0})",
+        seqs.len()
+    );
+    for t in &threads[1..] {
+        let tid = t["tid"].as_i64().unwrap();
+        let n = renders.keys().filter(|(t, _)| *t == tid).count();
+        assert!(
+            n as f64 >= 0.9 * seqs.len() as f64,
+            "worker {tid}: {n} of {}",
+            seqs.len()
+        );
+    }
+    // The stalls (one per 500 ms) show as dropout instants saying they were injected.
+    let stalled = trace_events(&doc)
+        .iter()
+        .filter(|e| e["ph"] == "i" && e["name"] == "dropout")
+        .filter(|e| {
+            e["args"]["detail"]["notes"].as_array().is_some_and(|n| {
+                n.iter()
+                    .any(|n| n.as_str().unwrap().starts_with("injected stall"))
+            })
+        })
+        .count();
+    assert!(
+        stalled >= 2,
+        "{stalled} injected-stall dropouts in 2 s of stalls every 500 ms"
+    );
+
+    // The default span is 10 s; only 2.5 s are kept, and the trace says so.
+    let r = send(port, "GET", "/api/trace", &[AUTH], "").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let covered: f64 = r
+        .header("x-xrunlab-trace-seconds")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (2.0..5.0).contains(&covered),
+        "covers {covered} s of the 10 asked"
+    );
+    let doc = json_of(&r.body);
+    assert_eq!(doc["otherData"]["xrunlab_requested_seconds"], 10);
     running.shutdown().await.unwrap();
 }

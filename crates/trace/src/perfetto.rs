@@ -71,17 +71,20 @@ struct KernelTracks {
     softirq: HashMap<u16, (u64, u32)>,
 }
 
-/// Streams trace events to a file.
+/// Streams trace events to a file (or, with [`PerfettoWriter::to_writer`], any `Write`, e.g.
+/// a `Vec<u8>` for a trace served over HTTP).
 #[derive(Debug)]
-pub struct PerfettoWriter {
+pub struct PerfettoWriter<W: Write = BufWriter<File>> {
     path: PathBuf,
-    out: Option<BufWriter<File>>,
+    out: Option<W>,
     options: PerfettoOptions,
     written: u64,
     dropped: u64,
     warning: Option<String>,
     closed: bool,
     kernel: KernelTracks,
+    /// Extra `otherData` keys.
+    other: serde_json::Map<String, Value>,
 }
 
 /// The kernel track of who ran on `cpu`.
@@ -104,7 +107,7 @@ fn ts_us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-impl PerfettoWriter {
+impl PerfettoWriter<BufWriter<File>> {
     /// Creates (truncates) `path` and writes the opening of the JSON document. Fails before
     /// the run starts when the directory does not exist or is not writable; the error names
     /// the path.
@@ -115,18 +118,37 @@ impl PerfettoWriter {
                 format!("cannot create trace file {}: {e}", path.display()),
             )
         })?;
+        Ok(PerfettoWriter::to_writer(
+            BufWriter::with_capacity(1 << 16, file),
+            path,
+            options,
+        ))
+    }
+}
+
+impl<W: Write> PerfettoWriter<W> {
+    /// Writes the opening of the JSON document to `out`; `name` (a path or a label) is what
+    /// a write error's warning names.
+    pub fn to_writer(out: W, name: &Path, options: PerfettoOptions) -> PerfettoWriter<W> {
         let mut w = PerfettoWriter {
-            path: path.to_owned(),
-            out: Some(BufWriter::with_capacity(1 << 16, file)),
+            path: name.to_owned(),
+            out: Some(out),
             options,
             written: 0,
             dropped: 0,
             warning: None,
             closed: false,
             kernel: KernelTracks::default(),
+            other: serde_json::Map::new(),
         };
         w.raw(b"{\"traceEvents\":[\n");
-        Ok(w)
+        w
+    }
+
+    /// Adds a key to the document's `otherData` (metadata shown in Perfetto's info page),
+    /// written when the document is closed.
+    pub fn other_data(&mut self, key: &str, value: Value) {
+        self.other.insert(key.to_owned(), value);
     }
 
     /// Writes bytes, or on the first error closes the writer and keeps the reason.
@@ -325,13 +347,17 @@ impl PerfettoWriter {
             return;
         }
         self.closed = true;
-        let tail = json!({"xrunlab_events_dropped_by_cap": self.dropped,
-                          "xrunlab_every_nth_buffer": self.options.every_nth_buffer});
+        let mut tail = std::mem::take(&mut self.other);
+        tail.insert("xrunlab_events_dropped_by_cap".into(), json!(self.dropped));
+        tail.insert(
+            "xrunlab_every_nth_buffer".into(),
+            json!(self.options.every_nth_buffer),
+        );
         let mut end = b"\n],\"displayTimeUnit\":\"ms\",\"otherData\":".to_vec();
         serde_json::to_writer(&mut end, &tail).unwrap_or_default();
         end.extend_from_slice(b"}\n");
         self.raw(&end);
-        if let Some(mut out) = self.out.take() {
+        if let Some(out) = self.out.as_mut() {
             if let Err(e) = out.flush() {
                 self.fail(e);
             }
@@ -339,19 +365,26 @@ impl PerfettoWriter {
     }
 
     /// Closes the JSON document and reports what was written.
-    pub fn finish(mut self) -> PerfettoSummary {
+    pub fn finish(self) -> PerfettoSummary {
+        self.finish_into().0
+    }
+
+    /// Closes the JSON document; returns what was written and the writer (none when a write
+    /// failed).
+    pub fn finish_into(mut self) -> (PerfettoSummary, Option<W>) {
         self.close();
-        PerfettoSummary {
+        let summary = PerfettoSummary {
             path: self.path.clone(),
             events_written: self.written,
             events_dropped: self.dropped,
             complete: self.warning.is_none(),
             warning: self.warning.clone(),
-        }
+        };
+        (summary, self.out.take())
     }
 }
 
-impl Drop for PerfettoWriter {
+impl<W: Write> Drop for PerfettoWriter<W> {
     fn drop(&mut self) {
         self.close();
     }

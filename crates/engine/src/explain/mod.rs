@@ -16,6 +16,7 @@
 //! costs bounded time; the dropouts beyond that are listed without a card, saying why.
 
 pub mod medians;
+pub mod perfetto;
 
 /// The kernel tracing crate, for callers that stream its events (a trace file) or show its
 /// types: they reach it through the engine, which owns the collection.
