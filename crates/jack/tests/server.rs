@@ -96,6 +96,9 @@ fn drain(engine: &mut Engine) -> Vec<BufferReport> {
 
 #[test]
 fn no_server_fails_at_once_saying_how_to_start_one() {
+    // Taking turns keeps another test's server start or kill from holding libjack's
+    // shared registry while this one looks for a server.
+    let _turn = take_turn();
     let name = format!("xrl-none-{}", std::process::id());
     let t0 = Instant::now();
     let err = JackDevice::connect(JackOptions {
@@ -104,8 +107,10 @@ fn no_server_fails_at_once_saying_how_to_start_one() {
     })
     .err()
     .expect("no server runs under this name");
+    // At once: no waiting for a server to appear (a loaded machine may still take a
+    // few seconds to run libjack's own checks).
     assert!(
-        t0.elapsed() < Duration::from_secs(2),
+        t0.elapsed() < Duration::from_secs(5),
         "took {:?}",
         t0.elapsed()
     );
