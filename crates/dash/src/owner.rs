@@ -16,13 +16,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
+use xrunlab_engine::collector::advance;
 use xrunlab_engine::config::{
     BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE, CHUNK_SIZE_RANGE,
     DRIVER_SPIN_US_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
 };
 use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
 use xrunlab_engine::rt::clock::now_ns;
-use xrunlab_engine::{Engine, EngineConfig, EngineError};
+use xrunlab_engine::{
+    Engine, EngineConfig, EngineError, Injection, InjectionKind, Repeat, RunCollector,
+};
 use xrunlab_sys::{cpu_infos, read_cur_freqs_khz, CpuInfo, PowerMeter, PowerSample};
 
 /// How often the rings are drained: well inside their ~10 s capacity, and often enough that
@@ -91,7 +94,8 @@ pub(crate) struct Shared {
 }
 
 struct Owner {
-    engine: Option<Engine>,
+    /// The engine, its totals over restarts and device switches, and the stall schedule.
+    collector: RunCollector,
     factory: DeviceFactory,
     kinds: Vec<String>,
     agg: Aggregator,
@@ -112,23 +116,14 @@ struct Owner {
     freqs: Vec<Option<u64>>,
     fresh_freqs: bool,
     config_version: u64,
+    /// The stalls as the page (or the command line) set them; the collector's schedule
+    /// carries them out (see `set_fault`).
     fault: Option<Fault>,
-    next_stall: Instant,
     last_error: Option<String>,
-    /// Counts of engines replaced by a device switch, so totals keep running.
-    before: Before,
     /// Blame cards for dropouts, while "Explain dropouts" is on.
     explain: Option<Explainer>,
     /// The last buffers, for `GET /api/trace` (bounded; see `trace`).
     history: History,
-}
-
-#[derive(Default)]
-struct Before {
-    ring_drops: u64,
-    skipped: u64,
-    xruns: u64,
-    starts: u64,
 }
 
 /// What the page can change later, as the command line set it.
@@ -167,7 +162,7 @@ pub(crate) fn spawn(
             let freq_available = cpus.iter().any(|c| c.cur_freq_khz.is_some());
             let mut owner = Owner {
                 agg: Aggregator::new(now_ns()),
-                engine: Some(engine),
+                collector: RunCollector::new(engine),
                 factory,
                 kinds,
                 frames,
@@ -185,13 +180,12 @@ pub(crate) fn spawn(
                 freqs: Vec::new(),
                 fresh_freqs: false,
                 config_version: 1,
-                fault,
-                next_stall: Instant::now(),
+                fault: None,
                 last_error: None,
-                before: Before::default(),
                 explain: None,
                 history: History::default(),
             };
+            owner.set_fault(fault);
             if explain {
                 owner.set_explain(true);
             }
@@ -201,18 +195,12 @@ pub(crate) fn spawn(
     Ok((tx, handle))
 }
 
-/// The next time on an absolute schedule; after a long stall it resumes from now instead of
-/// catching up with a burst of work.
-fn advance(at: Instant, every: Duration, now: Instant) -> Instant {
-    let next = at + every;
-    if next < now {
-        now + every
-    } else {
-        next
-    }
-}
-
 impl Owner {
+    /// The engine, while one runs (a failed device switch can leave none).
+    fn engine(&self) -> Option<&Engine> {
+        self.collector.engine()
+    }
+
     fn run(mut self, rx: mpsc::Receiver<Command>) -> Exit {
         let start = Instant::now();
         let (mut next_drain, mut next_frame) = (start, start + FRAME_EVERY);
@@ -232,7 +220,7 @@ impl Owner {
             if now >= next_drain {
                 next_drain = advance(next_drain, DRAIN_EVERY, now);
                 self.drain();
-                self.inject_fault(now);
+                self.collector.inject_due(now);
                 if let Some(exit) = self.device_exit() {
                     break exit;
                 }
@@ -258,24 +246,20 @@ impl Owner {
                 self.publish();
             }
         };
-        if let Some(engine) = self.engine.take() {
-            let agg = &mut self.agg;
-            engine.stop(|b| agg.add(b));
-        }
+        let agg = &mut self.agg;
+        self.collector.stop(|b| agg.add(b));
         exit
     }
 
     fn drain(&mut self) {
-        if let Some(engine) = self.engine.as_mut() {
-            let (agg, explain, history) = (&mut self.agg, &mut self.explain, &mut self.history);
-            engine.drain(|b| {
-                agg.add(b);
-                history.push(b);
-                if let Some(e) = explain.as_mut() {
-                    e.observe(b);
-                }
-            });
-        }
+        let (agg, explain, history) = (&mut self.agg, &mut self.explain, &mut self.history);
+        self.collector.drain(|b| {
+            agg.add(b);
+            history.push(b);
+            if let Some(e) = explain.as_mut() {
+                e.observe(b);
+            }
+        });
         if let Some(e) = self.explain.as_mut() {
             // The cards stay in the explainer (bounded); pages fetch them by id.
             e.build_due(false);
@@ -288,12 +272,11 @@ impl Owner {
         match (on, self.explain.is_some()) {
             (true, false) => {
                 let cpus = self
-                    .engine
-                    .as_ref()
+                    .engine()
                     .map(|e| audio_cpus(e.config()))
                     .unwrap_or_default();
                 let mut e = Explainer::start(&cpus, ExplainOptions::default());
-                if let Some(engine) = self.engine.as_ref() {
+                if let Some(engine) = self.engine() {
                     e.set_threads(&engine.threads());
                 }
                 self.explain = Some(e);
@@ -412,19 +395,25 @@ impl Owner {
         }
     }
 
-    fn inject_fault(&mut self, now: Instant) {
-        let (Some(fault), Some(engine)) = (self.fault, self.engine.as_ref()) else {
-            return;
-        };
-        if fault.stall.is_zero() || now < self.next_stall {
-            return;
+    /// Sets the stalls as the page sees them and has the collector inject them, the first one
+    /// now (none while the stall is zero).
+    fn set_fault(&mut self, fault: Option<Fault>) {
+        self.fault = fault;
+        let schedule = self.collector.schedule_mut();
+        match fault.filter(|f| !f.stall.is_zero()) {
+            Some(f) => schedule.set(
+                Repeat {
+                    injection: Injection::Stall(f.stall),
+                    every: f.every,
+                },
+                Instant::now(),
+            ),
+            None => schedule.cancel(InjectionKind::Stall),
         }
-        engine.inject_stall(u64::try_from(fault.stall.as_nanos()).unwrap_or(u64::MAX));
-        self.next_stall = advance(self.next_stall, fault.every, now);
     }
 
     fn device_exit(&self) -> Option<Exit> {
-        let engine = self.engine.as_ref()?;
+        let engine = self.engine()?;
         let reason = engine.device_ended()?;
         Some(if engine.signals().failed() {
             Exit::DeviceFailed(reason)
@@ -433,23 +422,18 @@ impl Owner {
         })
     }
 
+    /// Copies the collector's totals (over every engine the dashboard ran) into the counts
+    /// frames and status carry.
     fn refresh_counts(&mut self) {
-        let Some(engine) = self.engine.as_ref() else {
-            return;
-        };
-        let s = engine.signals();
-        let (drops, skipped, xruns, starts) = (
-            self.before.ring_drops + engine.ring_drops(),
-            self.before.skipped + s.skipped_periods(),
-            self.before.xruns + s.xruns(),
-            self.before.starts + u64::from(engine.audio_starts()),
-        );
+        let t = self.collector.totals();
         let dropped = self.shared.frames_dropped.load(Ordering::Relaxed);
         let c = self.agg.counts_mut();
-        c.ring_drops = drops;
-        c.skipped_periods = skipped;
-        c.device_xruns = xruns;
-        c.audio_starts = starts;
+        c.buffers = t.buffers;
+        c.dropouts = t.dropouts;
+        c.ring_drops = t.ring_drops;
+        c.skipped_periods = t.skipped_periods;
+        c.device_xruns = t.device_xruns;
+        c.audio_starts = t.audio_starts;
         c.frames_dropped = dropped;
     }
 
@@ -471,7 +455,7 @@ impl Owner {
     /// After a start, restart or switch: pages re-read the status, frames size their thread slots.
     fn engine_changed(&mut self) {
         self.config_version += 1;
-        if let Some(engine) = self.engine.as_ref() {
+        if let Some(engine) = self.collector.engine() {
             let want = engine.config().realtime_threads();
             let cpus = audio_cpus(engine.config());
             // The driver thread registers itself when the device first runs it, shortly after
@@ -513,10 +497,10 @@ impl Owner {
                 let _ = reply.send(result);
             }
             Command::Burst(reply) => {
-                if let Some(engine) = self.engine.as_ref() {
+                if let Some(engine) = self.engine() {
                     engine.trigger_burst();
                 }
-                let burst = self.engine.as_ref().map_or(0, |e| e.config().burst_sines);
+                let burst = self.engine().map_or(0, |e| e.config().burst_sines);
                 let _ = reply.send(json!({ "burst_sines": burst, "seconds": 0.25 }));
             }
             Command::Status(reply) => {
@@ -543,7 +527,7 @@ impl Owner {
     }
 
     fn config_view(&self) -> Value {
-        let Some(engine) = self.engine.as_ref() else {
+        let Some(engine) = self.engine() else {
             return json!({});
         };
         let mut v = serde_json::to_value(engine.config()).unwrap_or_else(|_| json!({}));
@@ -556,8 +540,7 @@ impl Owner {
 
     fn put_config(&mut self, body: &Value) -> Result<Value, ApiError> {
         let engine = self
-            .engine
-            .as_mut()
+            .engine()
             .ok_or_else(|| ApiError::failed(503, "no engine is running"))?;
         let request = merge_config(engine.config(), body)?;
         let current_kind = engine.device_info().kind;
@@ -575,7 +558,8 @@ impl Owner {
             }
             None => {
                 let (agg, history) = (&mut self.agg, &mut self.history);
-                let applied = engine
+                let applied = self
+                    .collector
                     .apply(request.config, |b| {
                         agg.add(b);
                         history.push(b);
@@ -609,17 +593,14 @@ impl Owner {
                 format!("one of {:?}", self.kinds),
             ));
         }
-        let Some(old) = self.engine.take() else {
+        let Some(old) = self.engine() else {
             return Err(ApiError::failed(503, "no engine is running"));
         };
         let (old_kind, old_config) = (old.device_info().kind, old.config().clone());
-        let s = old.signals();
-        self.before.ring_drops += old.ring_drops();
-        self.before.skipped += s.skipped_periods();
-        self.before.xruns += s.xruns();
-        self.before.starts += u64::from(old.audio_starts());
+        // The old engine stops before the new one starts (one JACK server per process); its
+        // counts stay in the collector's totals.
         let (agg, history) = (&mut self.agg, &mut self.history);
-        old.stop(|b| {
+        self.collector.stop(|b| {
             agg.add(b);
             history.push(b);
         });
@@ -628,13 +609,14 @@ impl Owner {
             Engine::start(config, device).map_err(|e| e.to_string())
         };
         match start(&self.factory, kind, config) {
+            // Stopped above: no buffers are left to collect from an engine before it.
             Ok(engine) => {
-                self.engine = Some(engine);
+                self.collector.set_engine(engine, |_| {});
                 Ok(())
             }
             Err(why) => match start(&self.factory, &old_kind, old_config) {
                 Ok(engine) => {
-                    self.engine = Some(engine);
+                    self.collector.set_engine(engine, |_| {});
                     self.engine_changed();
                     Err(ApiError::failed(
                         503,
@@ -687,8 +669,7 @@ impl Owner {
             stall: Duration::from_secs_f64(stall_ms / 1e3),
             every: Duration::from_secs_f64(every_ms / 1e3),
         };
-        self.fault = (!fault.stall.is_zero()).then_some(fault);
-        self.next_stall = Instant::now();
+        self.set_fault((!fault.stall.is_zero()).then_some(fault));
         Ok(self.fault_view())
     }
 
@@ -740,7 +721,7 @@ impl Owner {
             "config_version": self.config_version,
             "last_error": self.last_error,
         });
-        let Some(engine) = self.engine.as_ref() else {
+        let Some(engine) = self.engine() else {
             let mut v = common;
             v["audio"] =
                 json!("stopped: no engine (a device switch failed; pick a device to start one)");
@@ -783,19 +764,5 @@ impl Owner {
             }),
         );
         v
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn advance_keeps_an_absolute_schedule_and_skips_after_stalls() {
-        let t0 = Instant::now();
-        let p = Duration::from_millis(10);
-        assert_eq!(advance(t0, p, t0 + Duration::from_millis(3)), t0 + p);
-        let late = t0 + Duration::from_millis(95);
-        assert_eq!(advance(t0, p, late), late + p);
     }
 }
