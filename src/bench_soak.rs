@@ -1,7 +1,7 @@
-//! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (engine, RunStats, optional CSV) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader), and samples the process's resident memory to show it stays flat; runs on the main thread (the dashboard mode adds its own threads).
+//! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (engine, run collector with its summary, optional CSV) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader), and samples the process's resident memory to show it stays flat; runs on the main thread (the dashboard mode adds its own threads).
 
 use crate::cli::{DeviceKind, SoakArgs};
-use crate::csv_out::CsvOut;
+use crate::csv_out::{CsvOut, CsvRows};
 use crate::devices;
 use crate::Failure;
 use serde::Serialize;
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xrunlab_dash::{DashOptions, DeviceFactory};
-use xrunlab_engine::{Engine, EngineConfig, EngineError, RunStats, Summary};
+use xrunlab_engine::{Engine, EngineConfig, EngineError, RunCollector, Summary};
 use xrunlab_sys::Provenance;
 
 /// Buffer size a soak uses unless `--buffer` says otherwise: the smallest common one, where
@@ -218,9 +218,9 @@ pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
         if args.dashboard {
             "engine-owner thread, telemetry frames, server, one WebSocket reader"
         } else if args.csv {
-            "engine, RunStats, CSV to a temporary file"
+            "engine, run collector with summary, CSV to a temporary file"
         } else {
-            "engine, RunStats"
+            "engine, run collector with summary"
         },
         config.buffer_frames,
         config.sample_rate,
@@ -322,29 +322,11 @@ impl Drop for TempCsv {
     }
 }
 
-/// What `xrunlab run` keeps per buffer: RunStats, and a CSV row when asked.
-struct Collector {
-    stats: RunStats,
-    csv: Option<CsvOut>,
-    csv_error: Option<String>,
-}
-
-impl Collector {
-    fn add(&mut self, b: &xrunlab_engine::BufferReport) {
-        self.stats.add(b);
-        if let Some(out) = self.csv.as_mut() {
-            if let Err(e) = out.row(b) {
-                self.csv_error.get_or_insert(e);
-                self.csv = None;
-            }
-        }
-    }
-}
-
-/// `xrunlab run`'s collection: drain every 20 ms into RunStats (and the CSV), summary at the end.
+/// `xrunlab run`'s collection: drain every 20 ms through a [`RunCollector`] keeping the
+/// summary (and into the CSV), summary at the end.
 fn run_path(
     args: &SoakArgs,
-    mut engine: Engine,
+    engine: Engine,
     sampler: &mut Sampler,
     interrupted: &AtomicBool,
 ) -> Result<PathEnd, Failure> {
@@ -356,17 +338,14 @@ fn run_path(
         Some(t) => Some(CsvOut::create(&t.path, threads).map_err(Failure::Runtime)?),
         None => None,
     };
-    let mut col = Collector {
-        stats: RunStats::new(threads),
-        csv,
-        csv_error: None,
-    };
+    let mut csv = CsvRows::new(csv);
+    let mut collector = RunCollector::new(engine).with_summary();
     let t0 = Instant::now();
     let (complete, end) = loop {
         std::thread::sleep(DRAIN_INTERVAL);
-        engine.drain(|b| col.add(b));
+        collector.drain(|b| csv.row(b));
         let t = t0.elapsed();
-        if let Some(reason) = engine.device_ended() {
+        if let Some(reason) = collector.engine().and_then(Engine::device_ended) {
             break (false, format!("device ended: {reason}"));
         }
         if interrupted.load(Ordering::SeqCst) {
@@ -379,18 +358,14 @@ fn run_path(
             break (true, "duration reached".to_owned());
         }
         if sampler.due(t) {
-            sampler.take(t, col.stats.buffers())?;
+            sampler.take(t, collector.totals().buffers)?;
         }
     };
     // The last sample is taken while the engine still runs: stopping it frees its rings.
-    sampler.take(t0.elapsed(), col.stats.buffers())?;
-    engine.stop(|b| col.add(b));
-    let summary = col.stats.summary();
-    if let Some(out) = col.csv.take() {
-        if let Err(e) = out.finish() {
-            col.csv_error.get_or_insert(e);
-        }
-    }
+    sampler.take(t0.elapsed(), collector.totals().buffers)?;
+    collector.stop(|b| csv.row(b));
+    let summary = collector.summary();
+    let csv_errors = csv.finish();
     if let Some(t) = &temp {
         let size = std::fs::metadata(&t.path).map(|m| m.len()).unwrap_or(0);
         println!(
@@ -399,14 +374,15 @@ fn run_path(
             t.path.display()
         );
     }
-    let (complete, end) = match col.csv_error {
-        Some(e) => (false, e),
-        None => (complete, end),
+    let (complete, end) = if csv_errors.is_empty() {
+        (complete, end)
+    } else {
+        (false, csv_errors.join("; "))
     };
     Ok(PathEnd {
         complete,
         end,
-        summary: Some(summary),
+        summary,
         frames_received: None,
     })
 }

@@ -160,3 +160,48 @@ impl CsvOut {
         })
     }
 }
+
+/// An optional CSV that a run goes on without once a write fails: the rows written until
+/// then stay in its in-progress file, and the error is kept to be reported at the end.
+pub struct CsvRows {
+    out: Option<CsvOut>,
+    error: Option<String>,
+}
+
+impl CsvRows {
+    /// Rows into `out`, or nowhere.
+    pub fn new(out: Option<CsvOut>) -> CsvRows {
+        CsvRows { out, error: None }
+    }
+
+    /// Appends one buffer (see [`CsvOut::row`]).
+    pub fn row(&mut self, b: &BufferReport) {
+        let result = self.out.as_mut().map_or(Ok(()), |out| out.row(b));
+        self.keep(result);
+    }
+
+    /// Flushes when due (see [`CsvOut::flush_if_due`]).
+    pub fn flush_if_due(&mut self) {
+        let result = self.out.as_mut().map_or(Ok(()), CsvOut::flush_if_due);
+        self.keep(result);
+    }
+
+    /// The in-progress file, while rows go to it.
+    pub fn partial(&self) -> Option<&Path> {
+        self.out.as_ref().map(CsvOut::partial)
+    }
+
+    /// Renames the in-progress file into place; returns the errors of the finish and of
+    /// the write that stopped the rows earlier, in that order.
+    pub fn finish(self) -> Vec<String> {
+        let finished = self.out.map_or(Ok(()), CsvOut::finish);
+        finished.err().into_iter().chain(self.error).collect()
+    }
+
+    fn keep(&mut self, result: Result<(), String>) {
+        if let Err(e) = result {
+            self.error.get_or_insert(e);
+            self.out = None;
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! `xrunlab run` and `xrunlab render`: start the engine, collect every buffer, script bursts and faults, checkpoint the JSON every 10 s, and write the summary, JSON and CSV at the end, also on a stop signal or device failure; runs on the main thread.
 
-use crate::cli::{RenderArgs, RunArgs};
-use crate::csv_out::CsvOut;
+use crate::cli::{EngineArgs, RenderArgs, RunArgs};
+use crate::csv_out::{CsvOut, CsvRows};
 use crate::explain_run::Extras;
 use crate::files;
 use crate::result::{write_json, EndOfRun, EngineFacts, Event};
@@ -10,7 +10,9 @@ use crate::Failure;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab_engine::device::offline::OfflineDevice;
-use xrunlab_engine::{BufferReport, Device, Engine, EngineConfig, EngineError, RunStats};
+use xrunlab_engine::{
+    Device, Engine, EngineConfig, EngineError, Injection, Repeat, RunCollector, Summary,
+};
 use xrunlab_sys::Provenance;
 
 /// How often the main thread drains the record rings.
@@ -34,29 +36,17 @@ fn provenance() -> Provenance {
     )
 }
 
-/// Adds one buffer to the statistics and the CSV; a CSV that fails is dropped
-/// (its rows so far stay in its in-progress file) and the error kept for the end.
-fn add(
-    stats: &mut RunStats,
-    csv: &mut Option<CsvOut>,
-    csv_error: &mut Option<String>,
-    b: &BufferReport,
-) {
-    stats.add(b);
-    if let Some(out) = csv.as_mut() {
-        if let Err(e) = out.row(b) {
-            csv_error.get_or_insert(e);
-            *csv = None;
-        }
-    }
+/// The summary of what the session's collector drained (it keeps one; see [`Session::start`]).
+fn summary(collector: &RunCollector) -> Summary {
+    collector
+        .summary()
+        .expect("a session's collector is made with_summary")
 }
 
 /// A running engine and everything collected from it.
 struct Session {
-    engine: Engine,
-    stats: RunStats,
-    csv: Option<CsvOut>,
-    csv_error: Option<String>,
+    collector: RunCollector,
+    csv: CsvRows,
     provenance: Provenance,
     events: Vec<Event>,
     json: Option<PathBuf>,
@@ -85,11 +75,10 @@ impl Session {
             Some(p) => Some(CsvOut::create(p, threads).map_err(Failure::Runtime)?),
             None => None,
         };
+        let csv = CsvRows::new(csv);
         Ok(Session {
-            engine,
-            stats: RunStats::new(threads),
+            collector: RunCollector::new(engine).with_summary(),
             csv,
-            csv_error: None,
             provenance,
             events: Vec::new(),
             json: json.map(Path::to_path_buf),
@@ -104,29 +93,30 @@ impl Session {
         })
     }
 
+    /// Repeats `injection` every `every`, the first one `every` after the start.
+    fn repeat(&mut self, injection: Injection, every: Duration) {
+        let first_at = self.t0 + every;
+        self.collector
+            .schedule_mut()
+            .set(Repeat { injection, every }, first_at);
+    }
+
     /// Waits one drain interval, drains, flushes the CSV when due and writes a
     /// checkpoint when one is due; returns the time since the start.
     fn tick(&mut self) -> Duration {
         std::thread::sleep(DRAIN_INTERVAL);
         let Session {
-            engine,
-            stats,
+            collector,
             csv,
-            csv_error,
             extras,
             ..
         } = self;
-        engine.drain(|b| {
-            add(stats, csv, csv_error, b);
+        collector.drain(|b| {
+            csv.row(b);
             extras.buffer(b);
         });
         extras.after_drain(xrunlab_engine::rt::clock::now_ns());
-        if let Some(out) = self.csv.as_mut() {
-            if let Err(e) = out.flush_if_due() {
-                self.csv_error.get_or_insert(e);
-                self.csv = None;
-            }
-        }
+        self.csv.flush_if_due();
         let t = self.t0.elapsed();
         if t >= self.next_checkpoint {
             self.checkpoint(t);
@@ -137,17 +127,34 @@ impl Session {
         t
     }
 
+    /// Injects what the schedule has due at `t` after the start, each one an event.
+    fn inject_due(&mut self, t: Duration) {
+        for injection in self.collector.inject_due(self.t0 + t) {
+            self.events.push(Event {
+                t_s: t.as_secs_f64(),
+                kind: injection.kind().name(),
+            });
+        }
+    }
+
+    /// Why the device ended, when it did on its own, and whether that is not a failure.
+    fn device_end(&self) -> Option<(String, bool)> {
+        let engine = self.collector.engine()?;
+        let reason = engine.device_ended()?;
+        Some((reason, !engine.signals().failed()))
+    }
+
     /// Rewrites the JSON (atomically) with everything measured so far.
     fn checkpoint(&mut self, t: Duration) {
-        let Some(path) = &self.json else {
+        let (Some(path), Some(engine)) = (&self.json, self.collector.engine()) else {
             return;
         };
         let mut provenance = self.provenance.clone();
         provenance.finish();
         let rows = self
             .csv
-            .as_ref()
-            .map(|c| format!("; the CSV rows so far are in {}", c.partial().display()))
+            .partial()
+            .map(|p| format!("; the CSV rows so far are in {}", p.display()))
             .unwrap_or_default();
         let end = EndOfRun {
             reason: format!(
@@ -157,8 +164,13 @@ impl Session {
             ok: true,
             checkpoint: true,
         };
-        let result = EngineFacts::read(&self.engine)
-            .into_result(self.stats.summary(), provenance, self.events.clone(), end)
+        let result = EngineFacts::read(engine)
+            .into_result(
+                summary(&self.collector),
+                provenance,
+                self.events.clone(),
+                end,
+            )
             .with_extras(self.extras.checkpoint());
         if let Err(e) = write_json(path, &result) {
             // Once: the final write will report the error again if it persists.
@@ -169,21 +181,12 @@ impl Session {
         }
     }
 
-    fn event(&mut self, t: Duration, kind: &'static str) {
-        self.events.push(Event {
-            t_s: t.as_secs_f64(),
-            kind,
-        });
-    }
-
     /// Stops the engine (collecting its last buffers), writes the JSON and
     /// renames the CSV into place, and prints the summary.
     fn finish(self, reason: String, ok: bool) -> Result<(), Failure> {
         let Session {
-            engine,
-            mut stats,
+            mut collector,
             mut csv,
-            mut csv_error,
             mut provenance,
             events,
             json,
@@ -191,9 +194,9 @@ impl Session {
             mut extras,
             ..
         } = self;
-        let facts = EngineFacts::read(&engine);
-        engine.stop(|b| {
-            add(&mut stats, &mut csv, &mut csv_error, b);
+        let facts = collector.engine().map(EngineFacts::read);
+        collector.stop(|b| {
+            csv.row(b);
             extras.buffer(b);
         });
         let system = system.finish();
@@ -204,17 +207,12 @@ impl Session {
             ok,
             checkpoint: false,
         };
+        let facts = facts.ok_or_else(|| Failure::Runtime(format!("{reason}; no engine ran")))?;
         let mut result = facts
-            .into_result(stats.summary(), provenance, events, end)
+            .into_result(summary(&collector), provenance, events, end)
             .with_extras(extras);
         result.system = Some(system);
-        let mut errors = Vec::new();
-        if let Some(out) = csv {
-            if let Err(e) = out.finish() {
-                errors.push(e);
-            }
-        }
-        errors.extend(csv_error);
+        let mut errors = csv.finish();
         if let Some(path) = &json {
             if let Err(e) = write_json(path, &result) {
                 errors.push(e);
@@ -229,6 +227,65 @@ impl Session {
         }
         Ok(())
     }
+}
+
+/// The steps `run` and `render` share before their device is made: the engine flags as a
+/// config (a bad one is a usage error), the command's own `check` of it (what it finds is
+/// handed back), provenance from here, and each output path checked (nothing is created yet).
+fn prepare<T>(
+    engine: &EngineArgs,
+    check: impl FnOnce(&EngineConfig) -> Result<T, Failure>,
+    outputs: &[(&str, Option<&Path>)],
+) -> Result<(EngineConfig, T, Provenance), Failure> {
+    let config = engine
+        .to_config(EngineConfig::default())
+        .map_err(|e| Failure::Usage(e.0))?;
+    let checked = check(&config)?;
+    let provenance = provenance();
+    for (flag, path) in outputs {
+        if let Some(p) = path {
+            files::check_writable(flag, p)?;
+        }
+    }
+    Ok((config, checked, provenance))
+}
+
+/// How a command words the ends the shared loop finds.
+struct Endings {
+    /// Put before the reason a device gives for ending on its own.
+    device: &'static str,
+    /// Said after "interrupted by SIGNAL after T s; ".
+    interrupted: &'static str,
+}
+
+/// Collects until the device ends, a stop signal arrives or `step` (called after each
+/// drain with the time since the start) says why to stop; then finishes the session.
+fn collect(
+    mut session: Session,
+    signals: &StopSignals,
+    endings: Endings,
+    mut step: impl FnMut(&mut Session, Duration) -> Option<(String, bool)>,
+) -> Result<(), Failure> {
+    let (reason, ok) = loop {
+        let t = session.tick();
+        if let Some((reason, ok)) = session.device_end() {
+            break (format!("{}{reason}", endings.device), ok);
+        }
+        if let Some(signal) = signals.received() {
+            break (
+                format!(
+                    "interrupted by {signal} after {:.1} s; {}",
+                    t.as_secs_f64(),
+                    endings.interrupted
+                ),
+                true,
+            );
+        }
+        if let Some(end) = step(&mut session, t) {
+            break end;
+        }
+    };
+    session.finish(reason, ok)
 }
 
 /// The worker `--hang-worker` names, checked against the configuration.
@@ -252,21 +309,15 @@ fn hang_worker(args: &RunArgs, config: &EngineConfig) -> Result<Option<usize>, F
 }
 
 pub fn run(args: &RunArgs) -> Result<(), Failure> {
-    let mut config = args
-        .engine
-        .to_config(EngineConfig::default())
-        .map_err(|e| Failure::Usage(e.0))?;
-    let hang_worker = hang_worker(args, &config)?;
-    let provenance = provenance();
-    if let Some(p) = &args.json {
-        files::check_writable("--json", p)?;
-    }
-    if let Some(p) = &args.csv {
-        files::check_writable("--csv", p)?;
-    }
-    if let Some(p) = &args.trace {
-        files::check_writable("--trace", p)?;
-    }
+    let (mut config, hang, provenance) = prepare(
+        &args.engine,
+        |config| hang_worker(args, config),
+        &[
+            ("--json", args.json.as_deref()),
+            ("--csv", args.csv.as_deref()),
+            ("--trace", args.trace.as_deref()),
+        ],
+    )?;
     let device = crate::devices::open(args.engine.device, &args.engine, &mut config)
         .map_err(Failure::Runtime)?;
     let signals = StopSignals::install().map_err(Failure::Runtime)?;
@@ -279,88 +330,60 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         args.csv.as_deref(),
         extras,
     )?;
-    let mut next_burst = args.burst_every;
-    let mut next_stall = args.stall_every;
-    let mut next_hang = args.hang_every;
+    if let Some(every) = args.burst_every {
+        session.repeat(Injection::Burst, every);
+    }
+    if let (Some(every), Some(stall)) = (args.stall_every, args.stall) {
+        session.repeat(Injection::Stall(stall), every);
+    }
+    if let (Some(every), Some(worker)) = (args.hang_every, hang) {
+        let hang = args.hang;
+        session.repeat(Injection::WorkerHang { worker, hang }, every);
+    }
     let mut next_progress = Duration::from_secs(1);
-    let (reason, ok) = loop {
-        let t = session.tick();
-        let engine = &session.engine;
-        if let Some(reason) = engine.device_ended() {
-            break (
-                format!("device ended: {reason}"),
-                !engine.signals().failed(),
-            );
-        }
-        if let Some(signal) = signals.received() {
-            break (
-                format!(
-                    "interrupted by {signal} after {:.1} s; data up to then is kept",
-                    t.as_secs_f64()
-                ),
-                true,
-            );
-        }
+    let endings = Endings {
+        device: "device ended: ",
+        interrupted: "data up to then is kept",
+    };
+    collect(session, &signals, endings, |session, t| {
         if t >= args.duration {
-            break (
+            return Some((
                 format!(
                     "duration reached ({})",
                     humantime::format_duration(args.duration)
                 ),
                 true,
-            );
+            ));
         }
-        if let (Some(at), Some(every)) = (next_burst, args.burst_every) {
-            if t >= at {
-                engine.trigger_burst();
-                session.event(t, "burst");
-                next_burst = Some(at + every);
-            }
-        }
-        if let (Some(at), Some(every), Some(stall)) = (next_stall, args.stall_every, args.stall) {
-            if t >= at {
-                session.engine.inject_stall(stall.as_nanos() as u64);
-                session.event(t, "stall");
-                next_stall = Some(at + every);
-            }
-        }
-        if let (Some(at), Some(every), Some(worker)) = (next_hang, args.hang_every, hang_worker) {
-            if t >= at {
-                session
-                    .engine
-                    .inject_worker_hang(worker, args.hang.as_nanos() as u64);
-                session.event(t, "worker_hang");
-                next_hang = Some(at + every);
-            }
-        }
+        session.inject_due(t);
         if !args.quiet && t >= next_progress {
+            let totals = session.collector.totals();
             eprintln!(
                 "{:>5.1} s  buffers {}  dropouts {}",
                 t.as_secs_f64(),
-                session.stats.buffers(),
-                session.stats.dropouts()
+                totals.buffers,
+                totals.dropouts
             );
             next_progress += Duration::from_secs(1);
         }
-    };
-    session.finish(reason, ok)
+        None
+    })
 }
 
 pub fn render(args: &RenderArgs) -> Result<(), Failure> {
-    let config = args
-        .engine
-        .to_config(EngineConfig::default())
-        .map_err(|e| Failure::Usage(e.0))?;
-    if args.engine.device != crate::cli::DeviceKind::Sim {
-        return Err(Failure::Usage(
-            "render writes a file with the offline device; --device does not apply".into(),
-        ));
-    }
-    let provenance = provenance();
-    files::check_writable("--out", &args.out)?;
-    if let Some(p) = &args.json {
-        files::check_writable("--json", p)?;
-    }
+    let only_sim = |_: &EngineConfig| {
+        if args.engine.device != crate::cli::DeviceKind::Sim {
+            return Err(Failure::Usage(
+                "render writes a file with the offline device; --device does not apply".into(),
+            ));
+        }
+        Ok(())
+    };
+    let (config, (), provenance) = prepare(
+        &args.engine,
+        only_sim,
+        &[("--out", Some(&args.out)), ("--json", args.json.as_deref())],
+    )?;
     let frames = (args.duration.as_secs_f64() * f64::from(config.sample_rate)).round() as u64;
     let device = OfflineDevice::new(
         config.sample_rate,
@@ -369,7 +392,7 @@ pub fn render(args: &RenderArgs) -> Result<(), Failure> {
         args.out.clone(),
     );
     let signals = StopSignals::install().map_err(Failure::Runtime)?;
-    let mut session = Session::start(
+    let session = Session::start(
         config,
         Box::new(device),
         provenance,
@@ -377,20 +400,9 @@ pub fn render(args: &RenderArgs) -> Result<(), Failure> {
         None,
         Extras::none(),
     )?;
-    let (reason, ok) = loop {
-        let t = session.tick();
-        if let Some(reason) = session.engine.device_ended() {
-            break (reason, !session.engine.signals().failed());
-        }
-        if let Some(signal) = signals.received() {
-            break (
-                format!(
-                    "interrupted by {signal} after {:.1} s; the WAV file holds what was rendered",
-                    t.as_secs_f64()
-                ),
-                true,
-            );
-        }
+    let endings = Endings {
+        device: "",
+        interrupted: "the WAV file holds what was rendered",
     };
-    session.finish(reason, ok)
+    collect(session, &signals, endings, |_, _| None)
 }

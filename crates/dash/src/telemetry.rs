@@ -185,7 +185,8 @@ impl Aggregator {
         self.counts
     }
 
-    /// Mutable counts, for what the owner learns outside buffers (ring drops, restarts).
+    /// Mutable counts: the owner sets them from its run collector's totals (buffers, dropouts,
+    /// ring drops, restarts) and the frames pages dropped; this counts only the frames.
     pub fn counts_mut(&mut self) -> &mut Counts {
         &mut self.counts
     }
@@ -248,8 +249,6 @@ impl Aggregator {
             self.input_peak = Some(self.input_peak.map_or(p, |q| q.max(p)));
         }
         self.burst |= b.burst;
-        self.counts.buffers += 1;
-        self.counts.dropouts += u64::from(b.dropout());
     }
 
     /// Buffers gathered since the last frame.
@@ -388,6 +387,12 @@ mod tests {
         agg.set_thread_slots(2);
         agg.add(&buffer(0, 0.25, &[(0, 60, 0), (1, 40, 1)]));
         agg.add(&buffer(1, 1.5, &[(0, 100, 1)]));
+        // The owner sets the totals from its run collector.
+        *agg.counts_mut() = Counts {
+            buffers: 2,
+            dropouts: 1,
+            ..Counts::default()
+        };
         let text = agg.take_frame(&FrameExtras {
             now_ns: 1_010_000_000,
             config_version: 3,
@@ -407,6 +412,7 @@ mod tests {
         assert_eq!(v["threads"][1]["wake_us"], serde_json::json!([12, -1]));
         assert_eq!(v["counts"]["dropouts"], 1);
         assert_eq!(v["counts"]["buffers"], 2);
+        assert_eq!(v["counts"]["frames"], 1, "the aggregator counts its frames");
         assert_eq!(v["config_version"], 3);
         assert_eq!(v["t"], 10.0);
         assert_eq!(v["ts"][0], 0.0);
@@ -414,7 +420,8 @@ mod tests {
         let next: Value = serde_json::from_str(&agg.take_frame(&FrameExtras::default())).unwrap();
         assert_eq!(next["load"], serde_json::json!([]));
         assert_eq!(next["drops"], serde_json::json!([]));
-        assert_eq!(next["counts"]["dropouts"], 1, "counts keep running");
+        assert_eq!(next["counts"]["dropouts"], 1, "counts outlive the frame");
+        assert_eq!(next["counts"]["frames"], 2);
     }
 
     #[test]
@@ -468,6 +475,10 @@ mod tests {
             steady,
             "after the spike the columns shrink back"
         );
-        assert_eq!(agg.counts().buffers, seq, "counts keep running");
+        assert_eq!(
+            agg.counts().frames,
+            108_003,
+            "the frame count keeps running"
+        );
     }
 }

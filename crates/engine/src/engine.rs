@@ -35,6 +35,8 @@ pub enum EngineError {
     Device(DeviceError),
     /// A thread could not be started.
     Thread(String),
+    /// No engine is running (a collector whose engine was stopped).
+    NotRunning,
 }
 
 impl fmt::Display for EngineError {
@@ -43,6 +45,7 @@ impl fmt::Display for EngineError {
             EngineError::Config(e) => e.fmt(f),
             EngineError::Device(e) => e.fmt(f),
             EngineError::Thread(e) => f.write_str(e),
+            EngineError::NotRunning => f.write_str("no engine is running"),
         }
     }
 }
@@ -347,6 +350,7 @@ impl Engine {
 
     /// Moves every complete buffer out of the rings into `sink`, in order;
     /// returns how many. Call it often (the rings hold about 10 s at 128 frames).
+    /// Runs collect through [`crate::RunCollector`], which calls this and keeps the totals.
     ///
     /// Server xruns are attributed to the last drained buffer that started at
     /// or before the xrun was noted; one noted before every buffer of this

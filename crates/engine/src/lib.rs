@@ -5,6 +5,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod busy;
+pub mod collector;
 pub mod config;
 pub mod device;
 pub mod engine;
@@ -13,6 +14,7 @@ pub mod report;
 pub mod rt;
 pub mod summary;
 
+pub use collector::{Injection, InjectionKind, Repeat, RunCollector, Schedule, Totals};
 pub use config::{BusyConfig, ConfigError, DriverMode, EngineConfig, Preset, RtConfig};
 pub use device::{Device, DeviceError, DeviceInfo, DeviceSignals};
 pub use engine::{Applied, ChordInfo, Engine, EngineError, ProcessRt, ThreadInfo};
