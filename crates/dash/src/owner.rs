@@ -6,20 +6,21 @@
 //! wait-free rings and sets atomics).
 
 use crate::api::{max_sines, merge_config, ApiError};
+use crate::status::{
+    to_json, BurstView, ConfigView, EngineStatus, ExplainOn, ExplainStatus, ExplainView, FaultView,
+    FreqView, IdleView, PowerView, RecentDropout, Status, StatusLimits,
+};
 use crate::telemetry::{Aggregator, FrameExtras};
-use crate::trace::{History, TraceSnapshot};
+use crate::trace::{History, TraceSnapshot, SECONDS_RANGE};
 use crate::{DeviceFactory, Fault};
 use axum::extract::ws::Utf8Bytes;
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot};
-use xrunlab_engine::config::{
-    BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE, CHUNK_SIZE_RANGE,
-    DRIVER_SPIN_US_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
-};
+use xrunlab_engine::config::{limit, Limit, Limits};
 use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
 use xrunlab_engine::rt::clock::now_ns;
 use xrunlab_engine::{Engine, EngineConfig, EngineError};
@@ -34,11 +35,10 @@ const FRAME_EVERY: Duration = Duration::from_micros(33_333);
 const POWER_EVERY: Duration = Duration::from_millis(250);
 /// cpufreq is re-read at this interval; frequencies change slower than frames.
 const FREQ_EVERY: Duration = Duration::from_millis(500);
+/// Idle-state entries are re-counted at this interval (a few sysfs reads per CPU and state).
+const IDLE_EVERY: Duration = Duration::from_secs(5);
 /// Longest wait for a restarted engine's threads to register.
 const THREADS_WAIT: Duration = Duration::from_millis(500);
-/// Allowed fault injection: a stall longer than a second only freezes the page.
-const STALL_MS_RANGE: (f64, f64) = (0.0, 1000.0);
-const STALL_EVERY_MS_RANGE: (f64, f64) = (10.0, 60_000.0);
 
 /// Culprits listed by `GET /api/explain`.
 const TOP_CULPRITS: usize = 10;
@@ -111,6 +111,10 @@ struct Owner {
     freq_available: bool,
     freqs: Vec<Option<u64>>,
     fresh_freqs: bool,
+    /// Idle-state entries on all CPUs since start, when re-counted since the last frame.
+    fresh_idle_entries: Option<u64>,
+    /// Bumped on every change the status shows that frames do not carry (config, device,
+    /// threads, fault, explain, a refusal), so pages re-read the status only then.
     config_version: u64,
     fault: Option<Fault>,
     next_stall: Instant,
@@ -184,6 +188,7 @@ pub(crate) fn spawn(
                 freq_available,
                 freqs: Vec::new(),
                 fresh_freqs: false,
+                fresh_idle_entries: None,
                 config_version: 1,
                 fault,
                 next_stall: Instant::now(),
@@ -217,6 +222,7 @@ impl Owner {
         let start = Instant::now();
         let (mut next_drain, mut next_frame) = (start, start + FRAME_EVERY);
         let (mut next_power, mut next_freq) = (start, start);
+        let mut next_idle = start + IDLE_EVERY;
         let exit = loop {
             let wait = next_drain
                 .min(next_frame)
@@ -252,6 +258,11 @@ impl Owner {
                     &mut self.freqs,
                 );
                 self.fresh_freqs = true;
+            }
+            if now >= next_idle {
+                next_idle = advance(next_idle, IDLE_EVERY, now);
+                let states = self.idle_view().states;
+                self.fresh_idle_entries = Some(states.iter().map(|s| s.entries).sum());
             }
             if now >= next_frame {
                 next_frame = advance(next_frame, FRAME_EVERY, now);
@@ -309,32 +320,34 @@ impl Owner {
 
     fn explain_view(&self) -> Value {
         let Some(e) = self.explain.as_ref() else {
-            return json!({ "enabled": false });
+            return to_json(&ExplainView {
+                enabled: false,
+                on: None,
+            });
         };
         let base = self.agg.base_ns();
-        let recent: Vec<Value> = e
+        let recent = e
             .dropouts()
             .rev()
             .take(RECENT_DROPOUTS)
-            .map(|d| {
-                json!({
-                    "epoch": d.epoch,
-                    "seq": d.seq,
-                    "t_ms": d.period_start_ns.saturating_sub(base) as f64 / 1e6,
-                    "kind": d.kind,
-                    "late_by_us": d.late_by_us,
-                    "verdict": d.verdict(),
-                    "cause": d.blame.as_ref().map(|c| c.cause),
-                })
+            .map(|d| RecentDropout {
+                epoch: d.epoch,
+                seq: d.seq,
+                t_ms: d.period_start_ns.saturating_sub(base) as f64 / 1e6,
+                kind: &d.kind,
+                late_by_us: d.late_by_us,
+                verdict: d.verdict(),
+                cause: d.blame.as_ref().map(|c| c.cause),
             })
             .collect();
-        let mut v = serde_json::to_value(e.report(TOP_CULPRITS)).unwrap_or_else(|_| json!({}));
-        if let Value::Object(m) = &mut v {
-            m.insert("enabled".into(), json!(true));
-            m.insert("cpus".into(), json!(e.cpus()));
-            m.insert("recent".into(), json!(recent));
-        }
-        v
+        to_json(&ExplainView {
+            enabled: true,
+            on: Some(ExplainOn {
+                report: e.report(TOP_CULPRITS),
+                cpus: e.cpus(),
+                recent,
+            }),
+        })
     }
 
     fn put_explain(&mut self, body: &Value) -> Result<Value, ApiError> {
@@ -365,7 +378,7 @@ impl Owner {
             ));
         };
         match e.find(epoch, seq) {
-            Some(d) => Ok(json!(d)),
+            Some(d) => Ok(to_json(d)),
             None => Err(ApiError::failed(
                 404,
                 format!(
@@ -461,7 +474,7 @@ impl Owner {
             power: self.fresh_power.take(),
             freq_khz: std::mem::take(&mut self.fresh_freqs)
                 .then(|| self.freqs.iter().map(|f| f.unwrap_or(0)).collect()),
-            sines_now: None,
+            idle_entries: self.fresh_idle_entries.take(),
         };
         let text = self.agg.take_frame(&extras);
         // No receiver (no page open) is not an error: the frame is simply not needed.
@@ -509,6 +522,7 @@ impl Owner {
                 let result = self.put_config(&body);
                 if let Err(e) = &result {
                     self.last_error = Some(e.error.clone());
+                    self.config_version += 1;
                 }
                 let _ = reply.send(result);
             }
@@ -516,21 +530,28 @@ impl Owner {
                 if let Some(engine) = self.engine.as_ref() {
                     engine.trigger_burst();
                 }
-                let burst = self.engine.as_ref().map_or(0, |e| e.config().burst_sines);
-                let _ = reply.send(json!({ "burst_sines": burst, "seconds": 0.25 }));
+                let burst_sines = self.engine.as_ref().map_or(0, |e| e.config().burst_sines);
+                let _ = reply.send(to_json(&BurstView {
+                    burst_sines,
+                    seconds: xrunlab_engine::BURST_SECONDS,
+                }));
             }
             Command::Status(reply) => {
                 self.refresh_counts();
                 let _ = reply.send(self.status());
             }
             Command::Fault(body, reply) => {
-                let _ = reply.send(self.put_fault(&body));
+                let result = self.put_fault(&body);
+                self.config_version += u64::from(result.is_ok());
+                let _ = reply.send(result);
             }
             Command::GetExplain(reply) => {
                 let _ = reply.send(self.explain_view());
             }
             Command::PutExplain(body, reply) => {
-                let _ = reply.send(self.put_explain(&body));
+                let result = self.put_explain(&body);
+                self.config_version += u64::from(result.is_ok());
+                let _ = reply.send(result);
             }
             Command::Dropout(epoch, seq, reply) => {
                 let _ = reply.send(self.dropout_view(epoch, seq));
@@ -543,15 +564,20 @@ impl Owner {
     }
 
     fn config_view(&self) -> Value {
+        self.config_view_restarted(None)
+    }
+
+    /// The config in force; `restarted` is said in a PUT's answer.
+    fn config_view_restarted(&self, restarted: Option<bool>) -> Value {
         let Some(engine) = self.engine.as_ref() else {
-            return json!({});
+            return Value::Object(Map::new());
         };
-        let mut v = serde_json::to_value(engine.config()).unwrap_or_else(|_| json!({}));
-        if let Value::Object(m) = &mut v {
-            m.insert("preset".into(), json!(engine.config().preset().name()));
-            m.insert("device".into(), json!(engine.device_info().kind));
-        }
-        v
+        to_json(&ConfigView {
+            config: engine.config(),
+            preset: engine.config().preset().name(),
+            device: engine.device_info().kind,
+            restarted,
+        })
     }
 
     fn put_config(&mut self, body: &Value) -> Result<Value, ApiError> {
@@ -592,11 +618,7 @@ impl Owner {
         };
         self.last_error = None;
         self.engine_changed();
-        let mut v = self.config_view();
-        if let Value::Object(m) = &mut v {
-            m.insert("restarted".into(), json!(restarted));
-        }
-        Ok(v)
+        Ok(self.config_view_restarted(Some(restarted)))
     }
 
     /// Stops the engine, starts one on a `kind` device; on failure goes back to the old device
@@ -653,15 +675,13 @@ impl Owner {
     }
 
     fn put_fault(&mut self, body: &Value) -> Result<Value, ApiError> {
-        let field = |name: &str, (lo, hi): (f64, f64), default: f64| -> Result<f64, ApiError> {
+        let field = |name: &str, range: Limit<f64>, default: f64| -> Result<f64, ApiError> {
             match body.get(name) {
                 None => Ok(default),
                 Some(v) => v
                     .as_f64()
-                    .filter(|x| x.is_finite() && (lo..=hi).contains(x))
-                    .ok_or_else(|| {
-                        ApiError::invalid(name, v.to_string(), format!("{lo}..={hi} ms"))
-                    }),
+                    .filter(|x| range.contains(*x))
+                    .ok_or_else(|| ApiError::invalid(name, v.to_string(), range.to_string())),
             }
         };
         if !body.is_object() {
@@ -675,12 +695,12 @@ impl Owner {
         });
         let stall_ms = field(
             "stall_ms",
-            STALL_MS_RANGE,
+            limit::STALL_MS,
             current.stall.as_secs_f64() * 1e3,
         )?;
         let every_ms = field(
             "every_ms",
-            STALL_EVERY_MS_RANGE,
+            limit::STALL_EVERY_MS,
             current.every.as_secs_f64() * 1e3,
         )?;
         let fault = Fault {
@@ -689,100 +709,92 @@ impl Owner {
         };
         self.fault = (!fault.stall.is_zero()).then_some(fault);
         self.next_stall = Instant::now();
-        Ok(self.fault_view())
+        Ok(to_json(&self.fault_view()))
     }
 
     /// The cpuidle driver and, per CPU and state, its exit latency and the entries since
     /// the dashboard started (a few small sysfs reads: status is asked for, not streamed).
-    fn idle_view(&self) -> Value {
+    fn idle_view(&self) -> IdleView {
         let now = xrunlab_sys::idle_states(Path::new(xrunlab_sys::DEFAULT_SYS_ROOT));
-        json!({
-            "driver": self.idle_driver,
-            "states": xrunlab_sys::idle_usage_delta(&self.idle_at_start, &now),
-            "note": if now.is_empty() { "no cpuidle states on this machine" } else { "entries since the dashboard started" },
-        })
+        IdleView {
+            driver: self.idle_driver.clone(),
+            states: xrunlab_sys::idle_usage_delta(&self.idle_at_start, &now),
+            note: if now.is_empty() {
+                "no cpuidle states on this machine"
+            } else {
+                "entries since the dashboard started"
+            },
+        }
     }
 
-    fn fault_view(&self) -> Value {
+    fn fault_view(&self) -> FaultView {
         match self.fault {
-            Some(f) => {
-                json!({ "stall_ms": f.stall.as_secs_f64() * 1e3, "every_ms": f.every.as_secs_f64() * 1e3 })
-            }
-            None => json!({ "stall_ms": 0, "every_ms": null }),
+            Some(f) => FaultView {
+                stall_ms: f.stall.as_secs_f64() * 1e3,
+                every_ms: Some(f.every.as_secs_f64() * 1e3),
+            },
+            None => FaultView {
+                stall_ms: 0.0,
+                every_ms: None,
+            },
         }
     }
 
     fn status(&self) -> Value {
-        let counts = self.agg.counts();
-        let freq_note = if self.freq_available {
-            "scaling_cur_freq from cpufreq".to_owned()
-        } else {
-            "not available on this machine (no cpufreq)".to_owned()
-        };
-        let common = json!({
-            "devices": self.kinds,
-            "counts": counts,
-            "power": {
-                "source": self.power_source,
-                "estimated": self.power_source.starts_with("estimate"),
-                "last": self.last_power,
-            },
-            "cpus": self.cpus,
-            "topology": self.topology,
-            "idle": self.idle_view(),
-            "freq": { "available": self.freq_available, "note": freq_note },
-            "fault": self.fault_view(),
-            "explain": {
-                "enabled": self.explain.is_some(),
-                "available": self.explain.as_ref().map(|e| e.unavailable().is_none()),
-                "unavailable": self.explain.as_ref().and_then(|e| e.unavailable()),
-            },
-            "config_version": self.config_version,
-            "last_error": self.last_error,
+        let engine = self.engine.as_ref().map(|engine| {
+            let config = engine.config();
+            let chord = engine.chord_info();
+            EngineStatus {
+                device: engine.device_info(),
+                config,
+                preset: config.preset().name(),
+                threads: engine.threads(),
+                process_rt: engine.process_rt(),
+                busy_threads: engine.busy_threads(),
+                server_load_pct: engine.signals().server_load(),
+                limits: StatusLimits {
+                    sines_max: max_sines(config),
+                    sines_apl_max: chord.apl_max_sines,
+                    trace_seconds: (*SECONDS_RANGE.start(), *SECONDS_RANGE.end()),
+                    engine: Limits::get(),
+                },
+                chord,
+            }
         });
-        let Some(engine) = self.engine.as_ref() else {
-            let mut v = common;
-            v["audio"] =
-                json!("stopped: no engine (a device switch failed; pick a device to start one)");
-            return v;
-        };
-        let config = engine.config();
-        let chord = engine.chord_info();
-        let mut v = common;
-        let m = v.as_object_mut().expect("json! object literal");
-        m.insert("audio".into(), json!("running"));
-        m.insert("device".into(), json!(engine.device_info()));
-        m.insert("config".into(), json!(config));
-        m.insert("preset".into(), json!(config.preset().name()));
-        m.insert("threads".into(), json!(engine.threads()));
-        m.insert("process_rt".into(), json!(engine.process_rt()));
-        m.insert("busy_threads".into(), json!(engine.busy_threads()));
-        m.insert("chord".into(), json!(chord));
-        m.insert(
-            "server_load_pct".into(),
-            json!(engine.signals().server_load()),
-        );
-        m.insert(
-            "limits".into(),
-            json!({
-                "sines_max": max_sines(config),
-                "sines_apl_max": chord.apl_max_sines,
-                "chords": CHORDS_RANGE,
-                "sample_rate": SAMPLE_RATE_RANGE,
-                "buffer_frames": BUFFER_FRAMES_RANGE,
-                "threads": THREADS_RANGE,
-                "chunk_size": CHUNK_SIZE_RANGE,
-                "busy_count": BUSY_COUNT_RANGE,
-                "busy_period_ms": BUSY_PERIOD_MS_RANGE,
-                "busy_duty_pct": [0, 100],
-                "min_load_pct": [0, 100],
-                "driver_spin_us": DRIVER_SPIN_US_RANGE,
-                "priority": [1, 99],
-                "uclamp_min": [0, 1024],
-                "stall_ms": STALL_MS_RANGE,
-            }),
-        );
-        v
+        to_json(&Status {
+            audio: if engine.is_some() {
+                "running"
+            } else {
+                "stopped: no engine (a device switch failed; pick a device to start one)"
+            },
+            devices: &self.kinds,
+            counts: self.agg.counts(),
+            power: PowerView {
+                source: &self.power_source,
+                estimated: self.power_source.starts_with("estimate"),
+                last: self.last_power,
+            },
+            cpus: &self.cpus,
+            topology: &self.topology,
+            idle: self.idle_view(),
+            freq: FreqView {
+                available: self.freq_available,
+                note: if self.freq_available {
+                    "scaling_cur_freq from cpufreq"
+                } else {
+                    "not available on this machine (no cpufreq)"
+                },
+            },
+            fault: self.fault_view(),
+            explain: ExplainStatus {
+                enabled: self.explain.is_some(),
+                available: self.explain.as_ref().map(|e| e.unavailable().is_none()),
+                unavailable: self.explain.as_ref().and_then(|e| e.unavailable()),
+            },
+            config_version: self.config_version,
+            last_error: self.last_error.as_deref(),
+            engine,
+        })
     }
 }
 
