@@ -424,8 +424,10 @@ mod tests {
 
     #[test]
     fn null_is_taken_only_where_a_field_can_be_null() {
-        let mut current = EngineConfig::default();
-        current.sines = 123;
+        let mut current = EngineConfig {
+            sines: 123,
+            ..EngineConfig::default()
+        };
         current.rt.cpus = Some(vec![0]);
         let r = merge_config(&current, &json!({"rt": {"cpus": null}})).unwrap();
         assert_eq!((r.config.rt.cpus, r.config.sines), (None, 123));
