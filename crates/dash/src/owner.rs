@@ -744,6 +744,7 @@ impl Owner {
         let engine = self.engine.as_ref().map(|engine| {
             let config = engine.config();
             let chord = engine.chord_info();
+            let sines_max = max_sines(config);
             EngineStatus {
                 device: engine.device_info(),
                 config,
@@ -753,8 +754,10 @@ impl Owner {
                 busy_threads: engine.busy_threads(),
                 server_load_pct: engine.signals().server_load(),
                 limits: StatusLimits {
-                    sines_max: max_sines(config),
+                    sines_max,
                     sines_apl_max: chord.apl_max_sines,
+                    sines: (0, sines_max),
+                    priority_default: xrunlab_engine::RtConfig::default().priority,
                     trace_seconds: (*SECONDS_RANGE.start(), *SECONDS_RANGE.end()),
                     engine: Limits::get(),
                 },

@@ -81,8 +81,12 @@ pub(crate) struct EngineStatus<'a> {
 pub(crate) struct StatusLimits {
     /// All sines accepted, xrunlab's own extra chord copies included.
     pub sines_max: usize,
-    /// AudioPerfLab's maximum: its chord once per physical core.
+    /// AudioPerfLab's maximum: its chord once per physical core (the sine sliders' span).
     pub sines_apl_max: usize,
+    /// Sines (and burst sines) accepted: `[0, sines_max]`.
+    pub sines: (usize, usize),
+    /// The priority offered when real-time scheduling is turned back on: the engine's default.
+    pub priority_default: Option<u8>,
     /// Seconds `GET /api/trace` covers at most.
     pub trace_seconds: (u64, u64),
     /// The engine's fixed ranges.
@@ -204,4 +208,79 @@ pub(crate) struct BurstView {
     pub burst_sines: usize,
     /// For how long.
     pub seconds: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONTROLS_JS: &str = include_str!("../static/controls.js");
+    const INDEX_HTML: &str = include_str!("../static/index.html");
+
+    /// Whether `text` has `key` followed (after spaces and an optional quote) by a digit.
+    fn number_after(text: &str, key: &str) -> Option<String> {
+        text.match_indices(key).find_map(|(at, _)| {
+            let rest = text[at + key.len()..].trim_start();
+            let rest = rest.strip_prefix(['\'', '"']).unwrap_or(rest);
+            rest.starts_with(|c: char| c.is_ascii_digit())
+                .then(|| text[at..(at + key.len() + 12).min(text.len())].to_owned())
+        })
+    }
+
+    /// Array literals of three or more numbers (a list of rates or sizes kept by the page).
+    fn number_lists(text: &str) -> Vec<String> {
+        text.match_indices('[')
+            .filter_map(|(at, _)| {
+                let inner = text[at + 1..].split(']').next()?;
+                let items: Vec<&str> = inner.split(',').map(str::trim).collect();
+                (items.len() >= 3 && items.iter().all(|i| i.parse::<f64>().is_ok()))
+                    .then(|| format!("[{inner}]"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_page_takes_every_range_from_status_limits() {
+        for key in ["min:", "max:", ".min =", ".max ="] {
+            assert_eq!(
+                number_after(CONTROLS_JS, key),
+                None,
+                "controls.js holds a range of its own; take it from status.limits"
+            );
+        }
+        assert_eq!(number_lists(CONTROLS_JS), Vec::<String>::new());
+        for attr in ["min=", "max="] {
+            assert_eq!(number_after(INDEX_HTML, attr), None, "index.html holds a range");
+        }
+        // Every range control names a pair that status.limits has.
+        let limits = to_json(&StatusLimits {
+            sines_max: 2,
+            sines_apl_max: 1,
+            sines: (0, 2),
+            priority_default: None,
+            trace_seconds: (1, 2),
+            engine: Limits::get(),
+        });
+        let keys: Vec<&str> = CONTROLS_JS
+            .match_indices("limit: '")
+            .filter_map(|(at, m)| CONTROLS_JS[at + m.len()..].split('\'').next())
+            .collect();
+        assert!(keys.len() >= 12, "range controls found: {keys:?}");
+        for key in keys {
+            let pair = limits[key].as_array();
+            assert!(
+                pair.is_some_and(|p| p.len() == 2 && p.iter().all(Value::is_number)),
+                "controls.js reads limits.{key}, which status.limits has not as [min, max]"
+            );
+        }
+    }
+
+    #[test]
+    fn the_scan_finds_ranges_and_lists() {
+        assert!(number_after("{ min: 0, max: 4 }", "min:").is_some());
+        assert!(number_after("num.max = '99';", ".max =").is_some());
+        assert_eq!(number_after("min: l.min", "min:"), None);
+        assert_eq!(number_lists("const A = [16, 32, 64];"), vec!["[16, 32, 64]"]);
+        assert!(number_lists("[a, b, c] [1, 2]").is_empty());
+    }
 }
