@@ -250,7 +250,11 @@ mod tests {
         }
         assert_eq!(number_lists(CONTROLS_JS), Vec::<String>::new());
         for attr in ["min=", "max="] {
-            assert_eq!(number_after(INDEX_HTML, attr), None, "index.html holds a range");
+            assert_eq!(
+                number_after(INDEX_HTML, attr),
+                None,
+                "index.html holds a range"
+            );
         }
         // Every range control names a pair that status.limits has.
         let limits = to_json(&StatusLimits {
@@ -280,7 +284,10 @@ mod tests {
         assert!(number_after("{ min: 0, max: 4 }", "min:").is_some());
         assert!(number_after("num.max = '99';", ".max =").is_some());
         assert_eq!(number_after("min: l.min", "min:"), None);
-        assert_eq!(number_lists("const A = [16, 32, 64];"), vec!["[16, 32, 64]"]);
+        assert_eq!(
+            number_lists("const A = [16, 32, 64];"),
+            vec!["[16, 32, 64]"]
+        );
         assert!(number_lists("[a, b, c] [1, 2]").is_empty());
     }
 }

@@ -250,7 +250,11 @@ impl Parser {
     }
 
     fn expect(&mut self, t: &str) {
-        assert!(self.eat(t), "expected {t:?} at {:?}", &self.tokens[self.at..]);
+        assert!(
+            self.eat(t),
+            "expected {t:?} at {:?}",
+            &self.tokens[self.at..]
+        );
     }
 
     fn union(&mut self) -> Ty {
@@ -279,7 +283,8 @@ impl Parser {
 
     fn postfix(&mut self) -> Ty {
         let mut ty = self.primary();
-        while self.peek() == Some("[") && self.tokens.get(self.at + 1).map(String::as_str) == Some("]")
+        while self.peek() == Some("[")
+            && self.tokens.get(self.at + 1).map(String::as_str) == Some("]")
         {
             self.at += 2;
             ty = Ty::Array(Box::new(ty));
@@ -343,14 +348,25 @@ fn the_checker_finds_undeclared_and_missing_fields() {
     );
     let ok = serde_json::json!({"x": 1, "b": {"kind": "k", "n": [1, 2]}});
     assert_eq!(defs.check("A", &ok), Vec::<String>::new());
-    assert!(defs.check("A", &serde_json::json!({"x": 1}))
-        .is_empty(), "b is optional");
+    assert!(
+        defs.check("A", &serde_json::json!({"x": 1})).is_empty(),
+        "b is optional"
+    );
     let extra = defs.check("A", &serde_json::json!({"x": 1, "y": 2}));
-    assert_eq!(extra, vec!["A.y: sent by the server but not declared in types.js"]);
+    assert_eq!(
+        extra,
+        vec!["A.y: sent by the server but not declared in types.js"]
+    );
     let missing = defs.check("A", &serde_json::json!({"b": null}));
-    assert_eq!(missing, vec!["A.x: declared in types.js but not sent by the server"]);
+    assert_eq!(
+        missing,
+        vec!["A.x: declared in types.js but not sent by the server"]
+    );
     assert!(!defs
-        .check("A", &serde_json::json!({"x": 1, "b": {"kind": "j", "n": [1]}}))
+        .check(
+            "A",
+            &serde_json::json!({"x": 1, "b": {"kind": "j", "n": [1]}})
+        )
         .is_empty());
     assert!(!defs.check("A", &serde_json::json!({"x": "1"})).is_empty());
 }
