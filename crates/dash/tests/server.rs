@@ -1194,44 +1194,34 @@ async fn answers_and_frames_match_the_page_types() {
     let defs = page_types::Typedefs::parse(include_str!("../static/types.js"));
     let running = serve_sim().await;
     let port = running.local_addr().port();
+    let ask = |method: &'static str, path: &'static str, body: &'static str| async move {
+        let (status, reply) = request(port, method, path, &[], body).await;
+        assert_eq!(status, 200, "{method} {path}: {reply}");
+        json_of(&reply)
+    };
+    let get = |path| ask("GET", path, "");
     // Stalls make dropouts, so the explain view lists recent ones.
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/fault",
-        &[],
-        r#"{"stall_ms": 5, "every_ms": 100}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let (status, body) = request(port, "PUT", "/api/explain", &[], r#"{"enabled": true}"#).await;
-    assert_eq!(status, 200, "{body}");
+    ask("PUT", "/api/fault", r#"{"stall_ms": 5, "every_ms": 100}"#).await;
+    ask("PUT", "/api/explain", r#"{"enabled": true}"#).await;
     // Power is sampled every 250 ms; stalls need a few periods.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let get = |path: &'static str| async move {
-        let (status, body) = request(port, "GET", path, &[], "").await;
-        assert_eq!(status, 200, "{path}: {body}");
-        json_of(&body)
-    };
     let status = get("/api/status").await;
     let explain = get("/api/explain").await;
     assert!(
         explain["recent"].as_array().is_some_and(|r| !r.is_empty()),
         "stalls were listed: {explain}"
     );
-    let (_, burst) = request(port, "POST", "/api/burst", &[], "{}").await;
-    let (_, put) = request(port, "PUT", "/api/config", &[], r#"{"sines": 60}"#).await;
-    let (_, refused) = request(port, "PUT", "/api/config", &[], r#"{"sines": "x"}"#).await;
+    let burst = ask("POST", "/api/burst", "{}").await;
+    let put = ask("PUT", "/api/config", r#"{"sines": 60}"#).await;
+    let (code, refused) = request(port, "PUT", "/api/config", &[], r#"{"sines": "x"}"#).await;
+    assert_eq!(code, 422, "{refused}");
     let (code, mut ws) = ws_handshake(port, &[AUTH]).await;
     assert_eq!(code, 101);
     let mut frame = json_of(&ws_text(&mut ws).await);
     while frame["threads"].as_array().is_none_or(|t| t.is_empty()) || frame["ts"] == json!([]) {
         frame = json_of(&ws_text(&mut ws).await);
     }
-    let off = {
-        request(port, "PUT", "/api/explain", &[], r#"{"enabled": false}"#).await;
-        get("/api/explain").await
-    };
+    let off = ask("PUT", "/api/explain", r#"{"enabled": false}"#).await;
     // Nested types a live sample may lack on this machine (no cpuidle, no power yet).
     let idle = serde_json::to_value(xrunlab_sys::IdleUsage {
         cpu: 0,
@@ -1252,8 +1242,8 @@ async fn answers_and_frames_match_the_page_types() {
         ("ExplainView", explain),
         ("ExplainView", off),
         ("ConfigView", get("/api/config").await),
-        ("ConfigView", json_of(&put)),
-        ("BurstAnswer", json_of(&burst)),
+        ("ConfigView", put),
+        ("BurstAnswer", burst),
         ("ApiErrorBody", json_of(&refused)),
         ("FaultView", get("/api/fault").await),
         ("Frame", frame),

@@ -257,28 +257,25 @@ impl Parser {
         );
     }
 
-    fn union(&mut self) -> Ty {
-        let mut alts = vec![self.intersection()];
-        while self.eat("|") {
-            alts.push(self.intersection());
-        }
-        if alts.len() == 1 {
-            alts.remove(0)
-        } else {
-            Ty::Union(alts)
-        }
-    }
-
-    fn intersection(&mut self) -> Ty {
-        let mut parts = vec![self.postfix()];
-        while self.eat("&") {
-            parts.push(self.postfix());
+    /// `part (sep part)*`, made into `make(parts)` when there are several.
+    fn joined(&mut self, sep: &str, part: fn(&mut Self) -> Ty, make: fn(Vec<Ty>) -> Ty) -> Ty {
+        let mut parts = vec![part(self)];
+        while self.eat(sep) {
+            parts.push(part(self));
         }
         if parts.len() == 1 {
             parts.remove(0)
         } else {
-            Ty::Intersection(parts)
+            make(parts)
         }
+    }
+
+    fn union(&mut self) -> Ty {
+        self.joined(
+            "|",
+            |p| p.joined("&", Self::postfix, Ty::Intersection),
+            Ty::Union,
+        )
     }
 
     fn postfix(&mut self) -> Ty {
