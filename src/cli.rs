@@ -75,11 +75,15 @@ pub struct DashboardArgs {
     /// (a warning says so at start). Pages from other sites are refused either way.
     #[arg(long)]
     pub no_token: bool,
-    /// Fault injection: make a render busy-wait this long (use with --stall-every).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall_every")]
+    // The same ranges as PUT /api/fault, from the engine's table.
+    #[arg(long, value_name = "DUR", requires = "stall_every",
+          value_parser = duration_within(limit::STALL_MS),
+          help = format!("Fault injection: make a render busy-wait this long, {} (use with \
+                          --stall-every)", limit::STALL_MS))]
     pub stall: Option<Duration>,
-    /// Fault injection interval.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall")]
+    #[arg(long, value_name = "DUR", requires = "stall",
+          value_parser = duration_within(limit::STALL_EVERY_MS),
+          help = format!("Fault injection interval, {}", limit::STALL_EVERY_MS))]
     pub stall_every: Option<Duration>,
     /// Start with "Explain dropouts" on: a blame card for every dropout from the kernel's own
     /// scheduler and interrupt events (needs root; the page's checkbox turns it on and off).
@@ -442,6 +446,21 @@ where
     move |s: &str| match s.trim().parse::<T>() {
         Ok(v) if limit.contains(v) => Ok(v),
         _ => Err(format!("allowed {limit}")),
+    }
+}
+
+/// A duration parser for a flag whose range the engine's table gives in milliseconds.
+pub fn duration_within(
+    limit: Limit<f64>,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync {
+    move |s: &str| {
+        let d = parse_duration(s)?;
+        let ms = d.as_secs_f64() * 1e3;
+        if limit.contains(ms) {
+            Ok(d)
+        } else {
+            Err(format!("{ms} ms; allowed {limit}"))
+        }
     }
 }
 

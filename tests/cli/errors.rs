@@ -120,6 +120,14 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
             &["--hang-worker", "1..=1"],
         ),
         (&["run", "--cpus", "3-1"], &["--cpus"]),
+        (
+            &["dashboard", "--stall", "2s", "--stall-every", "1s"],
+            &["--stall", "2000 ms; allowed 0..=1000 ms"],
+        ),
+        (
+            &["dashboard", "--stall", "5ms", "--stall-every", "5ms"],
+            &["--stall-every", "allowed 10..=60000 ms"],
+        ),
         (&["run", "--device", "alsa"], &["--device", "sim", "jack"]),
         (&["render"], &["--out"]),
     ];
