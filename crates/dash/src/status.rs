@@ -44,7 +44,7 @@ pub(crate) struct Status<'a> {
     pub fault: FaultView,
     /// "Explain dropouts" on or off, and whether the kernel tracer could start.
     pub explain: ExplainStatus<'a>,
-    /// Bumped on every change a page shows from the status (see `Owner::changed`).
+    /// Bumped on every change shown here that frames do not carry, so pages re-read only then.
     pub config_version: u64,
     /// The last refused PUT's message.
     pub last_error: Option<&'a str>,
