@@ -3,7 +3,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
-use xrunlab_engine::config::{DriverMode, EngineConfig, Preset};
+use xrunlab_engine::config::{limit, DriverMode, EngineConfig, Limit, Preset};
 use xrunlab_sys::sched::RtPolicy;
 
 /// xrunlab: a lab for real-time audio performance on Linux multi-core machines.
@@ -75,11 +75,15 @@ pub struct DashboardArgs {
     /// (a warning says so at start). Pages from other sites are refused either way.
     #[arg(long)]
     pub no_token: bool,
-    /// Fault injection: make a render busy-wait this long (use with --stall-every).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall_every")]
+    // The same ranges as PUT /api/fault, from the engine's table.
+    #[arg(long, value_name = "DUR", requires = "stall_every",
+          value_parser = duration_within(limit::STALL_MS),
+          help = format!("Fault injection: make a render busy-wait this long, {} (use with \
+                          --stall-every)", limit::STALL_MS))]
     pub stall: Option<Duration>,
-    /// Fault injection interval.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "stall")]
+    #[arg(long, value_name = "DUR", requires = "stall",
+          value_parser = duration_within(limit::STALL_EVERY_MS),
+          help = format!("Fault injection interval, {}", limit::STALL_EVERY_MS))]
     pub stall_every: Option<Duration>,
     /// Start with "Explain dropouts" on: a blame card for every dropout from the kernel's own
     /// scheduler and interrupt events (needs root; the page's checkbox turns it on and off).
@@ -206,11 +210,11 @@ pub struct SoakArgs {
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Buffer size in frames the checks and measurements assume, 16..=8192.
-    #[arg(long, value_name = "FRAMES", default_value_t = 128)]
+    #[arg(long, value_name = "FRAMES", default_value_t = 128,
+          help = format!("Buffer size the checks and measurements assume, {}", limit::BUFFER_FRAMES))]
     pub buffer: u32,
-    /// Sample rate in Hz the checks and measurements assume, 8000..=384000.
-    #[arg(long, value_name = "HZ", default_value_t = 48_000)]
+    #[arg(long, value_name = "HZ", default_value_t = 48_000,
+          help = format!("Sample rate the checks and measurements assume, {}", limit::SAMPLE_RATE))]
     pub rate: u32,
     /// Write the report (and measurements) as JSON; "-" writes it to standard output
     /// instead of the text report.
@@ -291,11 +295,14 @@ pub struct EngineArgs {
     /// Audio device.
     #[arg(long, value_enum, default_value_t = DeviceKind::Sim, help_heading = "Device")]
     pub device: DeviceKind,
-    /// Sample rate in Hz, 8000..=384000 (a JACK server imposes its own).
-    #[arg(long, value_name = "HZ", help_heading = "Device")]
+    // The ranges in these flags' help and checks are the engine's table (`Limits`).
+    #[arg(long, value_name = "HZ", help_heading = "Device",
+          value_parser = within(limit::SAMPLE_RATE),
+          help = format!("Sample rate, {} (a JACK server imposes its own)", limit::SAMPLE_RATE))]
     pub rate: Option<u32>,
-    /// Buffer size in frames, 16..=8192 (with JACK: ask the server for it).
-    #[arg(long, value_name = "FRAMES", help_heading = "Device")]
+    #[arg(long, value_name = "FRAMES", help_heading = "Device",
+          value_parser = within(limit::BUFFER_FRAMES),
+          help = format!("Buffer size, {} (with JACK: ask the server for it)", limit::BUFFER_FRAMES))]
     pub buffer: Option<u32>,
     /// Enable audio input (a test tone on the simulated device), shown by a meter.
     #[arg(long, help_heading = "Device")]
@@ -322,9 +329,10 @@ pub struct EngineArgs {
     /// "apl-2020" (its three-note chord before October 2020).
     #[arg(long, value_name = "NAME", value_parser = parse_chord, help_heading = "Workload")]
     pub chord: Option<xrunlab_dsp::ChordNotes>,
-    /// Times the chord is played, 1..=256; AudioPerfLab plays it once per physical core
-    /// (the default), which sets the sine maximum.
-    #[arg(long, value_name = "N", help_heading = "Workload")]
+    #[arg(long, value_name = "N", help_heading = "Workload",
+          value_parser = within(limit::CHORDS),
+          help = format!("Times the chord is played, {}; AudioPerfLab plays it once per physical \
+                          core (the default), which sets the sine maximum", limit::CHORDS))]
     pub chords: Option<usize>,
     /// Sustained sine count (the N lowest partials); default 18 per chord, as AudioPerfLab.
     #[arg(long, value_name = "N", help_heading = "Workload")]
@@ -335,59 +343,49 @@ pub struct EngineArgs {
     /// Oscillator kernel.
     #[arg(long, value_enum, help_heading = "Workload")]
     pub kernel: Option<KernelArg>,
-    /// Partials per atomic work claim.
-    #[arg(long, value_name = "N", help_heading = "Workload")]
+    #[arg(long, value_name = "N", help_heading = "Workload",
+          value_parser = within(limit::CHUNK_SIZE),
+          help = format!("Partials per atomic work claim, {}", limit::CHUNK_SIZE))]
     pub chunk_size: Option<usize>,
 
-    /// Processing threads, 1..=64 (the driver counts when it processes sines); presets use
-    /// the physical cores xrunlab may use, as AudioPerfLab uses the recommended count.
-    #[arg(long, value_name = "N", help_heading = "Threads and workarounds")]
+    #[arg(long, value_name = "N", help_heading = "Threads and workarounds",
+          value_parser = within(limit::THREADS),
+          help = format!("Processing threads, {} (the driver counts when it processes sines); \
+                          presets use the physical cores xrunlab may use, as AudioPerfLab uses \
+                          the recommended count", limit::THREADS))]
     pub threads: Option<usize>,
     /// Driver thread mode.
     #[arg(long, value_enum, help_heading = "Threads and workarounds")]
     pub driver_mode: Option<DriverModeArg>,
-    /// Minimum load in percent of the buffer, 0..=100 (low-energy padding, not counted as load).
-    #[arg(
-        long,
-        value_name = "PCT",
-        allow_negative_numbers = true,
-        help_heading = "Threads and workarounds"
-    )]
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true,
+          help_heading = "Threads and workarounds", value_parser = within(limit::MIN_LOAD_PCT),
+          help = format!("Minimum load of the buffer, {} (low-energy padding, not counted as \
+                          load)", limit::MIN_LOAD_PCT))]
     pub min_load: Option<f32>,
-    /// Busy threads, 0..=4.
-    #[arg(long, value_name = "N", help_heading = "Threads and workarounds")]
+    #[arg(long, value_name = "N", help_heading = "Threads and workarounds",
+          value_parser = within(limit::BUSY_COUNT),
+          help = format!("Busy threads, {}", limit::BUSY_COUNT))]
     pub busy_threads: Option<u32>,
-    /// Busy thread period in ms, 5..=100.
-    #[arg(long, value_name = "MS", help_heading = "Threads and workarounds")]
+    #[arg(long, value_name = "MS", help_heading = "Threads and workarounds",
+          value_parser = within(limit::BUSY_PERIOD_MS),
+          help = format!("Busy thread period, {}", limit::BUSY_PERIOD_MS))]
     pub busy_period: Option<u32>,
-    /// Busy thread duty in percent, 0..=100.
-    #[arg(
-        long,
-        value_name = "PCT",
-        allow_negative_numbers = true,
-        help_heading = "Threads and workarounds"
-    )]
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true,
+          help_heading = "Threads and workarounds", value_parser = within(limit::BUSY_DUTY_PCT),
+          help = format!("Busy thread duty, {}", limit::BUSY_DUTY_PCT))]
     pub busy_duty: Option<f32>,
     /// Work interval: on Linux, audio threads ask for uclamp.min.
     #[arg(long, value_enum, help_heading = "Threads and workarounds")]
     pub work_interval: Option<OnOff>,
-    /// Microseconds the driver spins on the workers before it sleeps, 0..=1000
-    /// (0, the presets' value, blocks at once as AudioPerfLab does).
-    #[arg(
-        long,
-        value_name = "US",
-        allow_negative_numbers = true,
-        help_heading = "Threads and workarounds"
-    )]
-    pub driver_spin: Option<i64>,
+    #[arg(long, value_name = "US", allow_negative_numbers = true,
+          help_heading = "Threads and workarounds", value_parser = within(limit::DRIVER_SPIN_US),
+          help = format!("How long the driver spins on the workers before it sleeps, {} (0, the \
+                          presets' value, blocks at once as AudioPerfLab does)", limit::DRIVER_SPIN_US))]
+    pub driver_spin: Option<u32>,
 
-    /// SCHED_FIFO priority for audio threads, 1..=99.
-    #[arg(
-        long,
-        value_name = "N",
-        conflicts_with = "no_rt",
-        help_heading = "Real-time"
-    )]
+    #[arg(long, value_name = "N", conflicts_with = "no_rt", help_heading = "Real-time",
+          value_parser = within(limit::PRIORITY),
+          help = format!("SCHED_FIFO priority for audio threads, {}", limit::PRIORITY))]
     pub priority: Option<u8>,
     /// Use SCHED_RR instead of SCHED_FIFO.
     #[arg(long, conflicts_with = "no_rt", help_heading = "Real-time")]
@@ -398,17 +396,13 @@ pub struct EngineArgs {
     /// SCHED_DEADLINE for audio threads (period = buffer duration).
     #[arg(long, help_heading = "Real-time")]
     pub deadline: bool,
-    /// SCHED_DEADLINE runtime in percent of the period, 1..=100.
-    #[arg(
-        long,
-        value_name = "PCT",
-        requires = "deadline",
-        allow_negative_numbers = true,
-        help_heading = "Real-time"
-    )]
+    #[arg(long, value_name = "PCT", requires = "deadline", allow_negative_numbers = true,
+          help_heading = "Real-time", value_parser = within(limit::DEADLINE_RUNTIME_PCT),
+          help = format!("SCHED_DEADLINE runtime of the period, {}", limit::DEADLINE_RUNTIME_PCT))]
     pub deadline_runtime: Option<f32>,
-    /// uclamp.min requested while the work interval is on, 0..=1024.
-    #[arg(long, value_name = "N", help_heading = "Real-time")]
+    #[arg(long, value_name = "N", help_heading = "Real-time",
+          value_parser = within(limit::UCLAMP_MIN),
+          help = format!("uclamp.min requested while the work interval is on, {}", limit::UCLAMP_MIN))]
     pub uclamp_min: Option<u32>,
     /// CPUs audio threads may run on, e.g. 0-3,6.
     #[arg(long, value_name = "LIST", help_heading = "Real-time")]
@@ -441,6 +435,33 @@ pub fn parse_chord(s: &str) -> Result<xrunlab_dsp::ChordNotes, String> {
             xrunlab_dsp::ChordNotes::allowed()
         )
     })
+}
+
+/// A value parser for a number within `limit`, the engine's range for the flag: anything else
+/// is a usage error (exit code 2) naming the flag and the range.
+pub fn within<T>(limit: Limit<T>) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: std::str::FromStr + PartialOrd + Copy + std::fmt::Display + Send + Sync + 'static,
+{
+    move |s: &str| match s.trim().parse::<T>() {
+        Ok(v) if limit.contains(v) => Ok(v),
+        _ => Err(format!("allowed {limit}")),
+    }
+}
+
+/// A duration parser for a flag whose range the engine's table gives in milliseconds.
+pub fn duration_within(
+    limit: Limit<f64>,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync {
+    move |s: &str| {
+        let d = parse_duration(s)?;
+        let ms = d.as_secs_f64() * 1e3;
+        if limit.contains(ms) {
+            Ok(d)
+        } else {
+            Err(format!("{ms} ms; allowed {limit}"))
+        }
+    }
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -523,12 +544,7 @@ impl EngineArgs {
             c.work_interval = v == OnOff::On;
         }
         if let Some(v) = self.driver_spin {
-            let (lo, hi) = xrunlab_engine::config::DRIVER_SPIN_US_RANGE;
-            c.driver_spin_us = u32::try_from(v).map_err(|_| {
-                UsageError(format!(
-                    "invalid value '{v}' for --driver-spin: allowed {lo}..={hi} (microseconds)"
-                ))
-            })?;
+            c.driver_spin_us = v;
         }
         if self.no_rt {
             c.rt.priority = None;

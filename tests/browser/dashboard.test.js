@@ -365,3 +365,83 @@ test('8 threads draw at 60 fps without jank', async () => {
   await put('/api/config', { preset: 'standard', sines: 1000 });
   assert.deepEqual(pageErrors, []);
 });
+
+test('every control takes its range from status.limits', async () => {
+  const status = await api('/api/status');
+  const limits = status.limits;
+  const rows = await page.evaluate(() =>
+    [...document.querySelectorAll('[data-limit]')].map((row) => {
+      const el = /** @type {HTMLElement} */ (row);
+      const num = /** @type {HTMLInputElement} */ (row.querySelector('input.num'));
+      const slider = /** @type {HTMLInputElement} */ (row.querySelector('input[type=range]'));
+      return { path: el.dataset.path, limit: el.dataset.limit ?? '', min: num.min, max: num.max, sliderMin: slider.dataset.min, sliderMax: slider.dataset.max };
+    }),
+  );
+  assert.ok(rows.length >= 12, `range controls: ${JSON.stringify(rows)}`);
+  for (const r of rows) {
+    const [min, max] = limits[r.limit];
+    assert.deepEqual([Number(r.min), Number(r.max)], [min, max], `${r.path}: the box's range is limits.${r.limit}`);
+    assert.equal(Number(r.sliderMin), min, `${r.path}: the slider starts at limits.${r.limit}`);
+    assert.ok(Number(r.sliderMax) <= max && Number(r.sliderMax) > min, `${r.path}: the slider spans inside limits.${r.limit}`);
+  }
+  const sines = rows.find((r) => r.path === 'sines');
+  assert.equal(Number(sines?.sliderMax), Math.min(limits.sines_max, limits.sines_apl_max), 'the sine slider spans AudioPerfLab\'s range');
+  const priority = await page.evaluate(() => {
+    const n = /** @type {HTMLInputElement} */ (document.getElementById('c-rt.priority'));
+    return [Number(n.min), Number(n.max)];
+  });
+  assert.deepEqual(priority, limits.priority);
+  const trace = await page.evaluate(() => {
+    const n = /** @type {HTMLInputElement} */ (document.getElementById('trace-seconds'));
+    return [Number(n.min), Number(n.max)];
+  });
+  assert.deepEqual(trace, limits.trace_seconds);
+  const rates = await page.$$eval('[id="c-sample_rate"] option', (os) => os.map((o) => Number(/** @type {HTMLOptionElement} */ (o).value)));
+  for (const r of limits.sample_rates) assert.ok(rates.includes(r), `rate ${r} offered: ${rates}`);
+  const sizes = await page.$$eval('[id="c-buffer_frames"] option', (os) => os.map((o) => Number(/** @type {HTMLOptionElement} */ (o).value)));
+  for (const b of limits.buffer_sizes) assert.ok(sizes.includes(b), `buffer ${b} offered: ${sizes}`);
+});
+
+test('a change made by another client shows at once, without polling', async () => {
+  // The page no longer polls the status every 5 s: a fault set through the API bumps the
+  // frames' config_version, and the page re-reads the status within a frame or two.
+  const t0 = Date.now();
+  await put('/api/fault', { stall_ms: 2, every_ms: 5000 });
+  await page.waitForFunction(() => /Fault injection: 2 ms stall every 5000 ms/.test(document.getElementById('device-info')?.textContent ?? ''), null, { timeout: 2500 });
+  const shownAfter = Date.now() - t0;
+  await put('/api/fault', { stall_ms: 0 });
+  await page.waitForFunction(() => !/Fault injection/.test(document.getElementById('device-info')?.textContent ?? ''), null, { timeout: 2500 });
+  await put('/api/explain', { enabled: true });
+  await page.waitForFunction(() => /** @type {HTMLInputElement} */ (document.getElementById('explain')).checked, null, { timeout: 2500 });
+  await put('/api/explain', { enabled: false });
+  await page.waitForFunction(() => !(/** @type {HTMLInputElement} */ (document.getElementById('explain')).checked), null, { timeout: 2500 });
+  console.log(`a fault set by another client showed after ${shownAfter} ms`);
+  assert.deepEqual(pageErrors, []);
+});
+
+test('a telemetry message the page cannot read is skipped, not a crash', async () => {
+  const other = await context.newPage();
+  /** @type {string[]} */
+  const errors = [];
+  other.on('pageerror', (e) => errors.push(e.message));
+  // Between the page and the server: pass everything through, and slip in two bad messages.
+  await other.routeWebSocket(/\/ws$/, (ws) => {
+    const server = ws.connectToServer();
+    server.onMessage((m) => ws.send(m));
+    setTimeout(() => {
+      ws.send('{"type": "frame", "ts": [1,');
+      ws.send(JSON.stringify({ type: 'frame', ts: [1], threads: null }));
+    }, 1500);
+  });
+  await other.goto(server.base);
+  await other.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+  await other.waitForFunction(() => /** @type {any} */ (window).xrunlab.state.badFrames === 2, null, { timeout: 5000 });
+  assert.match((await other.textContent('#message')) ?? '', /Skipped a telemetry message/);
+  const before = await other.evaluate(() => /** @type {any} */ (window).xrunlab.state.framesReceived);
+  await other.waitForTimeout(500);
+  const after = await other.evaluate(() => /** @type {any} */ (window).xrunlab.state.framesReceived);
+  assert.ok(after > before + 5, `frames go on after the bad ones: ${before} -> ${after}`);
+  assert.equal(await other.textContent('#conn'), 'live');
+  assert.deepEqual(errors, []);
+  await other.close();
+});

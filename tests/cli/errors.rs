@@ -15,6 +15,45 @@ fn usage_error(args: &[&str], expect: &[&str]) {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// The command line and the dashboard API read one table of ranges: the same out-of-range
+/// value is refused by both, with the same allowed range.
+#[test]
+fn the_command_line_and_the_api_refuse_a_value_with_the_same_range() {
+    use serde_json::json;
+    use xrunlab_dash::api::merge_config;
+    use xrunlab_engine::EngineConfig;
+    let cases = [
+        ("--rate", "7999", json!({"sample_rate": 7999})),
+        ("--buffer", "8193", json!({"buffer_frames": 8193})),
+        ("--chords", "257", json!({"chords": 257})),
+        ("--threads", "65", json!({"threads": 65})),
+        ("--chunk-size", "0", json!({"chunk_size": 0})),
+        ("--min-load", "101", json!({"min_load_pct": 101})),
+        ("--driver-spin", "1001", json!({"driver_spin_us": 1001})),
+        ("--busy-threads", "5", json!({"busy": {"count": 5}})),
+        ("--busy-period", "4", json!({"busy": {"period_ms": 4}})),
+        ("--busy-duty", "150", json!({"busy": {"duty_pct": 150}})),
+        ("--priority", "0", json!({"rt": {"priority": 0}})),
+        (
+            "--deadline-runtime",
+            "0",
+            json!({"rt": {"deadline": true, "deadline_runtime_pct": 0}}),
+        ),
+        ("--uclamp-min", "1025", json!({"rt": {"uclamp_min": 1025}})),
+    ];
+    for (flag, value, body) in cases {
+        let api = merge_config(&EngineConfig::default(), &body)
+            .expect_err(&format!("the API takes {body}"));
+        let allowed = api.allowed.unwrap_or_default();
+        assert!(!allowed.is_empty(), "{body}: {}", api.error);
+        let mut args = vec!["run", flag, value];
+        if flag == "--deadline-runtime" {
+            args.push("--deadline");
+        }
+        usage_error(&args, &[flag, &format!("allowed {allowed}")]);
+    }
+}
+
 #[test]
 fn bad_values_are_usage_errors_that_say_what_is_allowed() {
     let cases: &[(&[&str], &[&str])] = &[
@@ -81,6 +120,14 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
             &["--hang-worker", "1..=1"],
         ),
         (&["run", "--cpus", "3-1"], &["--cpus"]),
+        (
+            &["dashboard", "--stall", "2s", "--stall-every", "1s"],
+            &["--stall", "2000 ms; allowed 0..=1000 ms"],
+        ),
+        (
+            &["dashboard", "--stall", "5ms", "--stall-every", "5ms"],
+            &["--stall-every", "allowed 10..=60000 ms"],
+        ),
         (&["run", "--device", "alsa"], &["--device", "sim", "jack"]),
         (&["render"], &["--out"]),
     ];

@@ -1,11 +1,9 @@
-//! The JSON API's pure parts: merging a partial config onto the current one, naming the field and range of anything refused, and the error body; called from the engine-owner thread, no I/O.
+//! The JSON API's pure parts: merging a partial config onto the current one (RFC 7396), naming the field and range of anything refused, and the error body; called from the engine-owner thread, no I/O.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use xrunlab_engine::config::{
-    ChordNotes, BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE,
-    CHUNK_SIZE_RANGE, DRIVER_SPIN_US_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
-};
+use serde_path_to_error::Segment;
+use xrunlab_engine::config::{limit, ChordNotes};
 use xrunlab_engine::{ConfigError, EngineConfig, Preset};
 
 /// A refused request, as the API answers it: the status code and a body naming the field.
@@ -74,94 +72,76 @@ impl ApiError {
 }
 
 /// Config paths, the name `EngineConfig::validate` gives each, and what each allows in JSON.
-/// One table so that type errors and range errors name fields the same way.
+/// One table so that type errors and range errors name fields the same way; the ranges are
+/// the engine's own ([`xrunlab_engine::config::Limits`]).
 fn fields() -> Vec<(&'static str, &'static str, String)> {
-    let r = |(lo, hi): (u32, u32)| format!("{lo}..={hi}");
+    let sines = "a whole number of sines (0 up to the chord's partials)";
+    let bool = || "true or false".to_owned();
     vec![
-        (
-            "sample_rate",
-            "sample_rate",
-            format!("{} Hz", r(SAMPLE_RATE_RANGE)),
-        ),
+        ("sample_rate", "sample_rate", limit::SAMPLE_RATE.to_string()),
         (
             "buffer_frames",
             "buffer_frames",
-            format!("{} frames", r(BUFFER_FRAMES_RANGE)),
+            limit::BUFFER_FRAMES.to_string(),
         ),
         ("chord", "chord", ChordNotes::allowed()),
-        (
-            "chords",
-            "chords",
-            format!("{}..={}", CHORDS_RANGE.0, CHORDS_RANGE.1),
-        ),
-        (
-            "sines",
-            "sines",
-            "a whole number of sines (0 up to the chord's partials)".into(),
-        ),
-        (
-            "burst_sines",
-            "burst_sines",
-            "a whole number of sines (0 up to the chord's partials)".into(),
-        ),
+        ("chords", "chords", limit::CHORDS.to_string()),
+        ("sines", "sines", sines.into()),
+        ("burst_sines", "burst_sines", sines.into()),
         ("kernel", "kernel", "\"reference\" or \"fast\"".into()),
-        (
-            "chunk_size",
-            "chunk_size",
-            format!("{}..={}", CHUNK_SIZE_RANGE.0, CHUNK_SIZE_RANGE.1),
-        ),
-        (
-            "threads",
-            "threads",
-            format!("{}..={}", THREADS_RANGE.0, THREADS_RANGE.1),
-        ),
+        ("chunk_size", "chunk_size", limit::CHUNK_SIZE.to_string()),
+        ("threads", "threads", limit::THREADS.to_string()),
         (
             "driver_mode",
             "driver_mode",
             "\"processes_sines\" or \"waits_for_workers\"".into(),
         ),
-        ("min_load_pct", "min_load", "0..=100 %".into()),
+        ("min_load_pct", "min_load", limit::MIN_LOAD_PCT.to_string()),
         (
             "driver_spin_us",
             "driver_spin_us",
-            format!("{} us", r(DRIVER_SPIN_US_RANGE)),
+            limit::DRIVER_SPIN_US.to_string(),
         ),
         (
             "busy",
             "busy",
             "an object with count, period_ms, duty_pct".into(),
         ),
-        ("busy.count", "busy_threads", r(BUSY_COUNT_RANGE)),
+        ("busy.count", "busy_threads", limit::BUSY_COUNT.to_string()),
         (
             "busy.period_ms",
             "busy_period_ms",
-            format!("{} ms", r(BUSY_PERIOD_MS_RANGE)),
+            limit::BUSY_PERIOD_MS.to_string(),
         ),
-        ("busy.duty_pct", "busy_duty", "0..=100 %".into()),
-        ("work_interval", "work_interval", "true or false".into()),
+        (
+            "busy.duty_pct",
+            "busy_duty",
+            limit::BUSY_DUTY_PCT.to_string(),
+        ),
+        ("work_interval", "work_interval", bool()),
         ("rt", "rt", "an object of real-time options".into()),
         (
             "rt.priority",
             "priority",
-            "1..=99, or null for SCHED_OTHER".into(),
+            format!("{}, or null for SCHED_OTHER", limit::PRIORITY),
         ),
         ("rt.policy", "policy", "\"fifo\" or \"round_robin\"".into()),
-        ("rt.deadline", "deadline", "true or false".into()),
+        ("rt.deadline", "deadline", bool()),
         (
             "rt.deadline_runtime_pct",
             "deadline_runtime",
-            "1..=100 %".into(),
+            limit::DEADLINE_RUNTIME_PCT.to_string(),
         ),
-        ("rt.uclamp_min", "uclamp_min", "0..=1024".into()),
+        ("rt.uclamp_min", "uclamp_min", limit::UCLAMP_MIN.to_string()),
         (
             "rt.cpus",
             "cpus",
             "a list of CPU numbers, or null for all".into(),
         ),
-        ("rt.pin", "pin", "true or false".into()),
-        ("rt.mlock", "mlock", "true or false".into()),
-        ("rt.pm_qos", "pm_qos", "true or false".into()),
-        ("input", "input", "true or false".into()),
+        ("rt.pin", "pin", bool()),
+        ("rt.mlock", "mlock", bool()),
+        ("rt.pm_qos", "pm_qos", bool()),
+        ("input", "input", bool()),
     ]
 }
 
@@ -197,9 +177,11 @@ pub struct ConfigRequest {
 }
 
 /// Merges `patch` (an object with any subset of the config's fields, plus optional
-/// `"preset"` and `"device"`) onto `current` and validates the result. The preset is applied
-/// first so the request's own fields win over it. Unknown fields are refused rather than
-/// ignored, so a typo cannot look like a setting that took effect.
+/// `"preset"` and `"device"`) onto `current` as a JSON merge patch (RFC 7396) and validates
+/// the result. The preset is applied first so the request's own fields win over it. Unknown
+/// fields are refused rather than ignored, so a typo cannot look like a setting that took
+/// effect; a `null` is taken only by a field that can be null (`rt.priority`, `rt.cpus`), never
+/// as "back to the default".
 pub fn merge_config(current: &EngineConfig, patch: &Value) -> Result<ConfigRequest, ApiError> {
     let Value::Object(patch) = patch else {
         return Err(ApiError::bad_request(
@@ -234,27 +216,54 @@ pub fn merge_config(current: &EngineConfig, patch: &Value) -> Result<ConfigReque
     let base_value = serde_json::to_value(&base)
         .map_err(|e| ApiError::failed(500, format!("config does not serialize: {e}")))?;
     check_known(&base_value, &fields, "")?;
-    let mut merged = base_value.clone();
-    overlay(&mut merged, &Value::Object(fields.clone()));
-    let config: EngineConfig = match serde_json::from_value(merged) {
-        Ok(c) => c,
-        Err(whole) => {
-            return Err(first_type_error(&base_value, &fields, "")
-                .unwrap_or_else(|| ApiError::bad_request(whole.to_string())))
-        }
-    };
+    check_nulls(&base_value, &fields, "")?;
+    let mut merged = base_value;
+    json_patch::merge(&mut merged, &Value::Object(fields));
+    let config: EngineConfig = serde_path_to_error::deserialize(&merged).map_err(|e| {
+        let path = config_path(e.path());
+        let value = value_at(&merged, e.path()).map_or_else(String::new, Value::to_string);
+        let mut err = ApiError::invalid(&path, value, allowed_at(&path));
+        err.error = format!("{}: {e}", err.error);
+        err
+    })?;
     config.validate().map_err(ApiError::from_config)?;
     Ok(ConfigRequest { config, device })
+}
+
+/// The config path a serde path names, without list indices (`rt.cpus[2]` is `rt.cpus`).
+fn config_path(path: &serde_path_to_error::Path) -> String {
+    let keys: Vec<String> = path
+        .iter()
+        .filter_map(|s| match s {
+            Segment::Map { key } => Some(key.clone()),
+            _ => None,
+        })
+        .collect();
+    keys.join(".")
+}
+
+/// The value a serde path points at in `v`.
+fn value_at<'a>(v: &'a Value, path: &serde_path_to_error::Path) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, s| match s {
+        Segment::Map { key } => v.get(key),
+        Segment::Seq { index } => v.get(index),
+        _ => None,
+    })
+}
+
+/// Joins a key to the path of its object.
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{prefix}.{key}")
+    }
 }
 
 /// Refuses keys the config does not have, naming the full path.
 fn check_known(base: &Value, patch: &Map<String, Value>, prefix: &str) -> Result<(), ApiError> {
     for (key, value) in patch {
-        let path = if prefix.is_empty() {
-            key.clone()
-        } else {
-            format!("{prefix}.{key}")
-        };
+        let path = join(prefix, key);
         match base.get(key) {
             None => {
                 let mut e = ApiError::bad_request(format!(
@@ -263,76 +272,38 @@ fn check_known(base: &Value, patch: &Map<String, Value>, prefix: &str) -> Result
                 e.path = Some(path);
                 return Err(e);
             }
-            Some(Value::Object(_)) => match value {
-                Value::Object(inner) => check_known(&base[key], inner, &path)?,
-                other => {
-                    return Err(ApiError::invalid(
-                        &path,
-                        other.to_string(),
-                        allowed_at(&path),
-                    ))
+            Some(Value::Object(inner)) => {
+                if let Value::Object(value) = value {
+                    check_known(&Value::Object(inner.clone()), value, &path)?;
                 }
-            },
+            }
             Some(_) => {}
         }
     }
     Ok(())
 }
 
-/// Deep-merges `patch` into `target`: objects merge key by key, anything else replaces.
-fn overlay(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                match t.get_mut(k) {
-                    Some(slot @ Value::Object(_)) if v.is_object() => overlay(slot, v),
-                    _ => {
-                        t.insert(k.clone(), v.clone());
-                    }
+/// In a merge patch `null` removes a field, which would quietly put a default in its place;
+/// only a field that takes null itself may be given null (then removing it means the same).
+/// `config` is the whole config, `patch` the part of the body at `prefix`.
+fn check_nulls(config: &Value, patch: &Map<String, Value>, prefix: &str) -> Result<(), ApiError> {
+    for (key, value) in patch {
+        let path = join(prefix, key);
+        match value {
+            Value::Object(inner) => check_nulls(config, inner, &path)?,
+            Value::Null => {
+                let mut trial = config.clone();
+                if let Some(slot) = trial.pointer_mut(&format!("/{}", path.replace('.', "/"))) {
+                    *slot = Value::Null;
+                }
+                if serde_json::from_value::<EngineConfig>(trial).is_err() {
+                    return Err(ApiError::invalid(&path, "null", allowed_at(&path)));
                 }
             }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
-/// Serde's message for a mistyped field does not say which field; trying each leaf of the
-/// patch alone on the base finds it, so the answer can name the field and its range.
-fn first_type_error(base: &Value, patch: &Map<String, Value>, prefix: &str) -> Option<ApiError> {
-    for (key, value) in patch {
-        let path = if prefix.is_empty() {
-            key.clone()
-        } else {
-            format!("{prefix}.{key}")
-        };
-        if let Value::Object(inner) = value {
-            if let Some(e) = first_type_error(base, inner, &path) {
-                return Some(e);
-            }
-            continue;
-        }
-        let mut single = Value::Null;
-        for part in path.rsplit('.') {
-            let mut m = Map::new();
-            m.insert(
-                part.to_owned(),
-                if single.is_null() {
-                    value.clone()
-                } else {
-                    single
-                },
-            );
-            single = Value::Object(m);
-        }
-        let mut trial = base.clone();
-        overlay(&mut trial, &single);
-        if let Err(e) = serde_json::from_value::<EngineConfig>(trial) {
-            let mut err = ApiError::invalid(&path, value.to_string(), allowed_at(&path));
-            err.error = format!("{} ({e})", err.error);
-            return Some(err);
+            _ => {}
         }
     }
-    None
+    Ok(())
 }
 
 /// The largest sine count the engine accepts at the config's sample rate. Found by asking
@@ -430,6 +401,48 @@ mod tests {
         assert_eq!(e.path.as_deref(), Some("busy"));
         let e = merge(json!({"rt": {"priority": 0}})).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("priority"));
+    }
+
+    #[test]
+    fn type_errors_carry_the_serde_path_of_the_bad_field() {
+        let e = merge(json!({"busy": {"count": "two"}})).unwrap_err();
+        assert_eq!(
+            (e.status, e.path.as_deref(), e.field.as_deref()),
+            (422, Some("busy.count"), Some("busy_threads"))
+        );
+        assert!(
+            e.error.contains("busy.count: invalid type: string \"two\""),
+            "{}",
+            e.error
+        );
+        assert_eq!(e.value.as_deref(), Some("\"two\""));
+        assert_eq!(e.allowed.as_deref(), Some("0..=4"));
+        let e = merge(json!({"rt": {"cpus": [0, "x"]}})).unwrap_err();
+        assert_eq!(e.path.as_deref(), Some("rt.cpus"));
+        assert!(e.error.contains("rt.cpus[1]: invalid type"), "{}", e.error);
+    }
+
+    #[test]
+    fn null_is_taken_only_where_a_field_can_be_null() {
+        let mut current = EngineConfig {
+            sines: 123,
+            ..EngineConfig::default()
+        };
+        current.rt.cpus = Some(vec![0]);
+        let r = merge_config(&current, &json!({"rt": {"cpus": null}})).unwrap();
+        assert_eq!((r.config.rt.cpus, r.config.sines), (None, 123));
+        for (body, path) in [
+            (json!({"sines": null}), "sines"),
+            (json!({"busy": null}), "busy"),
+            (json!({"rt": {"policy": null}}), "rt.policy"),
+        ] {
+            let e = merge_config(&current, &body).unwrap_err();
+            assert_eq!(
+                (e.status, e.path.as_deref(), e.value.as_deref()),
+                (422, Some(path), Some("null")),
+                "{body}: a null must not reset the field to its default"
+            );
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod auth;
 pub mod guard;
 mod owner;
 mod server;
+mod status;
 pub mod telemetry;
 pub mod token;
 mod trace;

@@ -123,8 +123,9 @@ pub struct FrameExtras {
     pub power: Option<PowerSample>,
     /// Fresh per-CPU frequencies in kHz (0 = unknown), when read since the last frame.
     pub freq_khz: Option<Vec<u64>>,
-    /// Active sines now (also when no buffer arrived).
-    pub sines_now: Option<u32>,
+    /// Idle-state entries on all CPUs since the dashboard started, when re-counted since the
+    /// last frame (every few seconds).
+    pub idle_entries: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -152,7 +153,7 @@ struct FrameOut<'a> {
     config_version: u64,
     power: Option<PowerSample>,
     freq_khz: Option<&'a [u64]>,
-    sines_now: Option<u32>,
+    idle_entries: Option<u64>,
 }
 
 impl Aggregator {
@@ -312,7 +313,7 @@ impl Aggregator {
             config_version: extras.config_version,
             power: extras.power,
             freq_khz: extras.freq_khz.as_deref(),
-            sines_now: extras.sines_now.or_else(|| self.active.last().copied()),
+            idle_entries: extras.idle_entries,
         };
         // Serializing plain numbers and vectors cannot fail; an empty frame is the fallback.
         let text = serde_json::to_string(&frame).unwrap_or_default();
@@ -396,6 +397,7 @@ mod tests {
         let text = agg.take_frame(&FrameExtras {
             now_ns: 1_010_000_000,
             config_version: 3,
+            idle_entries: Some(7),
             ..Default::default()
         });
         let v: Value = serde_json::from_str(&text).unwrap();
@@ -414,12 +416,14 @@ mod tests {
         assert_eq!(v["counts"]["buffers"], 2);
         assert_eq!(v["counts"]["frames"], 1, "the aggregator counts its frames");
         assert_eq!(v["config_version"], 3);
+        assert_eq!(v["idle_entries"], 7);
         assert_eq!(v["t"], 10.0);
         assert_eq!(v["ts"][0], 0.0);
         assert_eq!(agg.pending(), 0);
         let next: Value = serde_json::from_str(&agg.take_frame(&FrameExtras::default())).unwrap();
         assert_eq!(next["load"], serde_json::json!([]));
         assert_eq!(next["drops"], serde_json::json!([]));
+        assert_eq!(next["idle_entries"], Value::Null, "only when re-counted");
         assert_eq!(next["counts"]["dropouts"], 1, "counts outlive the frame");
         assert_eq!(next["counts"]["frames"], 2);
     }

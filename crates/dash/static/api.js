@@ -107,21 +107,28 @@ export async function getTrace(seconds) {
 }
 
 /**
- * Keeps a WebSocket to /ws open, reconnecting after a pause when it drops.
+ * Keeps a WebSocket to /ws open, reconnecting after a pause when it drops. A message the page
+ * cannot read (not JSON, or a frame its handler chokes on) is passed to `onBad` and skipped:
+ * the next frame carries on.
  * @param {(f: Frame) => void} onFrame
  * @param {(n: LaggedNote) => void} onLagged
  * @param {(open: boolean) => void} onState
+ * @param {(why: string) => void} onBad
  */
-export function connect(onFrame, onLagged, onState) {
+export function connect(onFrame, onLagged, onState, onBad) {
   const url = `ws://${location.host}/ws`;
   const open = () => {
     const ws = new WebSocket(url);
     ws.onopen = () => onState(true);
     ws.onmessage = (ev) => {
       if (typeof ev.data !== 'string') return;
-      const msg = JSON.parse(ev.data);
-      if (msg.type === 'frame') onFrame(msg);
-      else if (msg.type === 'lagged') onLagged(msg);
+      try {
+        const msg = JSON.parse(ev.data);
+        if (msg?.type === 'frame') onFrame(msg);
+        else if (msg?.type === 'lagged') onLagged(msg);
+      } catch (e) {
+        onBad(e instanceof Error ? e.message : String(e));
+      }
     };
     ws.onclose = () => {
       onState(false);

@@ -55,6 +55,11 @@ const state = {
   status: null,
   framesReceived: 0,
   lostHere: 0,
+  /** telemetry messages the page could not read, skipped */
+  badFrames: 0,
+  /** idle-state entries on all CPUs since the dashboard started, as last pushed */
+  /** @type {number | null} */
+  idleEntries: null,
   /** @type {number | null} */
   inputPeak: null,
   rafId: 0,
@@ -93,6 +98,10 @@ function onFrame(f) {
     if (energy.rescale()) updateAxis('energy');
   }
   if (f.freq_khz) showFreqs(f.freq_khz);
+  if (f.idle_entries !== null) {
+    state.idleEntries = f.idle_entries;
+    if (state.status) showStatus(state.status);
+  }
   const offset = performance.now() - f.t;
   if (offset < state.clockOffset) state.clockOffset = offset;
   // Buffers that arrive after their columns were drawn (a late frame on a busy machine) are
@@ -120,6 +129,10 @@ connect(
     conn.textContent = open ? 'live' : 'disconnected – retrying';
     conn.className = open ? 'conn live' : 'conn down';
     if (!open) state.clockOffset = Infinity;
+  },
+  (why) => {
+    state.badFrames++;
+    say(`Skipped a telemetry message the page could not read (${state.badFrames} so far): ${why}`, true);
   },
 );
 
@@ -265,10 +278,8 @@ setInterval(() => {
   setText('c-frames-lost', String(state.lostHere));
   const max = store.maxLoadSince(store.newest() - 1000);
   setText('c-max-load', max >= 0 ? `${max.toFixed(1)} %` : '–');
-  const newest = store.head > 0 ? (store.head - 1) % store.cap : -1;
-  let sines = 0;
-  if (newest >= 0) for (let th = 0; th < store.threads; th++) sines += store.sines[newest * store.slots + th];
-  setText('c-sines', newest >= 0 ? String(sines) : '–');
+  const sines = store.newestSines();
+  setText('c-sines', sines === null ? '–' : String(sines));
   controls.showInput(state.inputPeak);
 }, 100);
 
@@ -296,11 +307,13 @@ async function refreshStatus() {
     }
   }
 }
-setInterval(() => void refreshStatus(), 5000);
+// No polling: every change the status shows bumps the frames' config_version (above), and
+// what changes all the time (counts, power, frequencies, idle entries) comes in the frames.
 
 /** @param {Status} s */
 function showStatus(s) {
   controls.update(s);
+  if (s.limits) [traceSeconds.min, traceSeconds.max] = s.limits.trace_seconds.map(String);
   explain.showStatus(s.explain);
   if (s.preset) presetSelect.value = s.preset;
   const cores = /** @type {CoresChart} */ (charts.cores);
@@ -335,7 +348,7 @@ function showStatus(s) {
   if (idle) {
     const first = idle.states[0]?.cpu;
     const states = idle.states.filter((st) => st.cpu === first).map((st) => `${st.name} (exit ${st.latency_us ?? '?'} µs)`);
-    const entries = idle.states.reduce((n, st) => n + st.entries, 0);
+    const entries = state.idleEntries ?? idle.states.reduce((n, st) => n + st.entries, 0);
     lines.push(states.length ? `Idle states (${idle.driver ?? 'driver unknown'}): ${states.join(', ')}; ${entries} entries on all CPUs since start` : `Idle states: ${idle.note}`);
   }
   lines.push(`Power: ${s.power.source}`);

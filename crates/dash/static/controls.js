@@ -1,4 +1,4 @@
-// The control panel: builds every engine control with AudioPerfLab's ranges, applies changes through PUT /api/config, shows what the machine refused and what took effect beside each real-time option. Runs on the page's main thread.
+// The control panel: builds every engine control with the ranges the server gives in status.limits (the engine's own table; this file holds none), applies changes through PUT /api/config, shows what the machine refused and what took effect beside each real-time option. Runs on the page's main thread.
 // @ts-check
 
 import { ApiError, putConfig } from './api.js';
@@ -6,14 +6,15 @@ import { ApiError, putConfig } from './api.js';
 /** @typedef {import('./types.js').Status} Status */
 /** @typedef {import('./types.js').Config} Config */
 /** @typedef {import('./types.js').Outcome} Outcome */
+/** @typedef {import('./types.js').Limits} Limits */
 
 /**
  * @typedef {object} RangeSpec
  * @property {'range'} kind
  * @property {string} path config path, e.g. "busy.count"
  * @property {string} label
- * @property {number} min
- * @property {number | ((s: Status) => number)} max
+ * @property {LimitKey} limit which of status.limits is its allowed range (the number box's)
+ * @property {(l: Limits) => number} [sliderMax] a narrower span for the slider (the box still takes the whole range)
  * @property {number} [step]
  * @property {string} [unit]
  * @property {boolean} [squared] slider position squared: fine control at the low end of a huge range
@@ -50,9 +51,7 @@ import { ApiError, putConfig } from './api.js';
  * @property {string} label
  */
 /** @typedef {RangeSpec | SelectSpec | CheckSpec | OutcomeSpec | PrioritySpec} ControlSpec */
-
-const SAMPLE_RATES = [44100, 48000, 88200, 96000, 192000];
-const BUFFER_SIZES = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+/** @typedef {{[K in keyof Limits]: Limits[K] extends [number, number] ? K : never}[keyof Limits]} LimitKey */
 
 /**
  * Each thread's outcome for one scheduling request.
@@ -68,10 +67,10 @@ function threadOutcomes(s, which) {
  * The sine sliders span AudioPerfLab's range: one chord per physical core. The number box
  * beside them accepts up to the engine's limit, which adds xrunlab's own extra chord copies
  * for loading fast machines.
- * @param {Status} s
+ * @param {Limits} l
  */
-function sineSliderMax(s) {
-  return s.limits?.sines_apl_max ?? s.chord?.apl_max_sines ?? 2058;
+function sineSliderMax(l) {
+  return l.sines_apl_max;
 }
 
 /** @type {Array<[string, ControlSpec[]]>} */
@@ -85,7 +84,7 @@ const GROUPS = [
         path: 'sample_rate',
         label: 'Sample rate',
         numeric: true,
-        options: (s) => withCurrent(SAMPLE_RATES, s.config?.sample_rate).map((r) => [String(r), `${r} Hz`]),
+        options: (s) => withCurrent(s.limits?.sample_rates ?? [], s.config?.sample_rate).map((r) => [String(r), `${r} Hz`]),
         disabledWhy: (s) => (s.device && !s.device.can_set_sample_rate ? `set by the ${s.device.kind} device` : null),
       },
       {
@@ -93,7 +92,7 @@ const GROUPS = [
         path: 'buffer_frames',
         label: 'Buffer size',
         numeric: true,
-        options: (s) => withCurrent(BUFFER_SIZES, s.config?.buffer_frames).map((r) => [String(r), `${r} frames`]),
+        options: (s) => withCurrent(s.limits?.buffer_sizes ?? [], s.config?.buffer_frames).map((r) => [String(r), `${r} frames`]),
         disabledWhy: (s) => (s.device && !s.device.can_set_buffer ? `set by the ${s.device.kind} device` : null),
         help: 'The preferred buffer size; the device may give another (shown after applying).',
       },
@@ -104,33 +103,33 @@ const GROUPS = [
     'Workload',
     [
       { kind: 'select', path: 'chord', label: 'Chord', options: () => [['apl', 'AudioPerfLab: notes 53 56 60 65'], ['apl-2020', 'AudioPerfLab before Oct 2020: 53 56 60']] },
-      { kind: 'range', path: 'chords', label: 'Chords played', min: 1, max: (s) => Math.max(8, s.config?.chords ?? 1), help: 'AudioPerfLab plays the chord once per physical core; this sets the sine range.' },
-      { kind: 'range', path: 'sines', label: 'Sines', min: 0, max: sineSliderMax, squared: true, help: 'Sustained sine partials of the unison saw chord; the box accepts more (xrunlab\'s own extra chord copies).' },
-      { kind: 'range', path: 'burst_sines', label: 'Burst waves', min: 0, max: sineSliderMax, squared: true, help: 'Extra sines for 0.25 s when Burst is pressed.' },
+      { kind: 'range', path: 'chords', label: 'Chords played', limit: 'chords', squared: true, help: 'AudioPerfLab plays the chord once per physical core; this sets the sine range.' },
+      { kind: 'range', path: 'sines', label: 'Sines', limit: 'sines', sliderMax: sineSliderMax, squared: true, help: 'Sustained sine partials of the unison saw chord; the box accepts more (xrunlab\'s own extra chord copies).' },
+      { kind: 'range', path: 'burst_sines', label: 'Burst waves', limit: 'sines', sliderMax: sineSliderMax, squared: true, help: 'Extra sines for 0.25 s when Burst is pressed.' },
       { kind: 'select', path: 'kernel', label: 'Kernel', options: () => [['reference', 'reference (scalar sinf)'], ['fast', 'fast (vectorised)']] },
-      { kind: 'range', path: 'chunk_size', label: 'Chunk size', min: 1, max: 4096, squared: true, help: 'Partials handed out per claim; smaller chunks spread work more evenly.' },
+      { kind: 'range', path: 'chunk_size', label: 'Chunk size', limit: 'chunk_size', squared: true, help: 'Partials handed out per claim; smaller chunks spread work more evenly.' },
     ],
   ],
   [
     'Threads',
     [
-      { kind: 'range', path: 'threads', label: 'Processing threads', min: 1, max: (s) => Math.min(s.limits?.threads[1] ?? 64, Math.max(8, 2 * s.cpus.length)) },
+      { kind: 'range', path: 'threads', label: 'Processing threads', limit: 'threads' },
       {
         kind: 'select',
         path: 'driver_mode',
         label: 'Driver thread',
         options: () => [['processes_sines', 'processes sines'], ['waits_for_workers', 'waits for workers']],
       },
-      { kind: 'range', path: 'min_load_pct', label: 'Minimum load', min: 0, max: 100, unit: '%', help: 'Keep audio threads busy (low-energy wait) until this share of the buffer; not shown as load.' },
-      { kind: 'range', path: 'driver_spin_us', label: 'Driver spin', min: 0, max: 1000, unit: 'µs', help: "How long the driver busy-waits for the workers before it sleeps. 0 blocks at once, as AudioPerfLab's driver does; a spin saves a wake-up but is a minimum load of its own." },
+      { kind: 'range', path: 'min_load_pct', label: 'Minimum load', limit: 'min_load_pct', unit: '%', help: 'Keep audio threads busy (low-energy wait) until this share of the buffer; not shown as load.' },
+      { kind: 'range', path: 'driver_spin_us', label: 'Driver spin', limit: 'driver_spin_us', unit: 'µs', help: "How long the driver busy-waits for the workers before it sleeps. 0 blocks at once, as AudioPerfLab's driver does; a spin saves a wake-up but is a minimum load of its own." },
     ],
   ],
   [
     'Busy threads',
     [
-      { kind: 'range', path: 'busy.count', label: 'Count', min: 0, max: 4 },
-      { kind: 'range', path: 'busy.period_ms', label: 'Period', min: 5, max: 100, unit: 'ms' },
-      { kind: 'range', path: 'busy.duty_pct', label: 'Duty', min: 0, max: 100, unit: '%' },
+      { kind: 'range', path: 'busy.count', label: 'Count', limit: 'busy_count' },
+      { kind: 'range', path: 'busy.period_ms', label: 'Period', limit: 'busy_period_ms', unit: 'ms' },
+      { kind: 'range', path: 'busy.duty_pct', label: 'Duty', limit: 'busy_duty_pct', unit: '%' },
     ],
   ],
   [
@@ -140,10 +139,10 @@ const GROUPS = [
       { kind: 'select', path: 'rt.policy', label: 'Policy', options: () => [['fifo', 'SCHED_FIFO'], ['round_robin', 'SCHED_RR']] },
       { kind: 'outcome', label: 'priority', outcomes: (s) => threadOutcomes(s, 'priority') },
       { kind: 'check', path: 'rt.deadline', label: 'SCHED_DEADLINE' },
-      { kind: 'range', path: 'rt.deadline_runtime_pct', label: 'Deadline runtime', min: 1, max: 100, unit: '%' },
+      { kind: 'range', path: 'rt.deadline_runtime_pct', label: 'Deadline runtime', limit: 'deadline_runtime_pct', unit: '%' },
       { kind: 'outcome', label: 'deadline', outcomes: (s) => threadOutcomes(s, 'deadline') },
       { kind: 'check', path: 'work_interval', label: 'Work interval (uclamp.min)', help: "Linux's nearest hint that the workers serve the audio deadline." },
-      { kind: 'range', path: 'rt.uclamp_min', label: 'uclamp.min', min: 0, max: 1024 },
+      { kind: 'range', path: 'rt.uclamp_min', label: 'uclamp.min', limit: 'uclamp_min' },
       { kind: 'outcome', label: 'uclamp', outcomes: (s) => threadOutcomes(s, 'uclamp') },
       { kind: 'check', path: 'rt.pm_qos', label: 'PM QoS (/dev/cpu_dma_latency = 0)' },
       { kind: 'outcome', label: 'PM QoS', outcomes: (s) => (s.process_rt ? [['process', s.process_rt.pm_qos]] : []) },
@@ -286,16 +285,17 @@ export class Controls {
       slider.setAttribute('aria-label', spec.label);
       num.setAttribute('aria-label', `${spec.label} value`);
       const unit = el('span', 'unit', spec.unit ?? '');
+      // Positions of a squared slider: fine control at the low end of a huge range.
       const RES = 1000;
       /** @param {number} v */
       const toSlider = (v) => {
-        const max = this.max(spec);
-        return spec.squared ? Math.round(Math.sqrt(Math.max(0, v - spec.min) / Math.max(1, max - spec.min)) * RES) : v;
+        const [min, max] = this.span(spec);
+        return spec.squared ? Math.round(Math.sqrt(Math.max(0, v - min) / Math.max(1, max - min)) * RES) : v;
       };
       /** @param {number} p */
       const fromSlider = (p) => {
-        const max = this.max(spec);
-        return spec.squared ? Math.round(spec.min + (p / RES) ** 2 * (max - spec.min)) : p;
+        const [min, max] = this.span(spec);
+        return spec.squared ? Math.round(min + (p / RES) ** 2 * (max - min)) : p;
       };
       slider.addEventListener('input', () => {
         num.value = String(fromSlider(Number(slider.value)));
@@ -303,11 +303,14 @@ export class Controls {
       slider.addEventListener('change', () => this.apply(spec.path, fromSlider(Number(slider.value))));
       num.addEventListener('change', () => this.apply(spec.path, Number(num.value)));
       this.updaters.push((s) => {
-        const max = this.max(spec);
-        slider.min = String(spec.squared ? 0 : spec.min);
-        slider.max = String(spec.squared ? RES : max);
+        const [min, max] = this.range(spec);
+        const [, sliderMax] = this.span(spec);
+        slider.min = String(spec.squared ? 0 : min);
+        slider.max = String(spec.squared ? RES : sliderMax);
         slider.step = String(spec.squared ? 1 : spec.step ?? 1);
-        num.min = String(spec.min);
+        slider.dataset.min = String(min);
+        slider.dataset.max = String(sliderMax);
+        num.min = String(min);
         num.max = String(max);
         const v = getPath(s.config, spec.path);
         if (typeof v === 'number') {
@@ -315,6 +318,7 @@ export class Controls {
           num.value = String(v);
         }
       });
+      row.dataset.limit = spec.limit;
       label.htmlFor = `c-${spec.path}`;
       num.id = `c-${spec.path}`;
       row.append(label, slider, num, unit, err);
@@ -357,14 +361,13 @@ export class Controls {
       const num = /** @type {HTMLInputElement} */ (el('input'));
       num.type = 'number';
       num.className = 'num';
-      num.min = '1';
-      num.max = '99';
       num.id = 'c-rt.priority';
       num.setAttribute('aria-label', 'Real-time priority value');
-      const send = () => this.apply('rt.priority', box.checked ? Number(num.value || 70) : null);
+      const send = () => this.apply('rt.priority', box.checked ? Number(num.value || this.status?.limits?.priority_default) : null);
       box.addEventListener('change', send);
       num.addEventListener('change', send);
       this.updaters.push((s) => {
+        if (s.limits) [num.min, num.max] = s.limits.priority.map(String);
         const p = s.config?.rt.priority ?? null;
         box.checked = p !== null;
         num.disabled = p === null;
@@ -407,9 +410,25 @@ export class Controls {
     this.meterText.textContent = Number.isFinite(db) ? `${db.toFixed(1)} dBFS` : '-∞ dBFS';
   }
 
-  /** @param {RangeSpec} spec */
-  max(spec) {
-    return typeof spec.max === 'number' ? spec.max : this.status ? spec.max(this.status) : spec.min + 1;
+  /**
+   * The allowed range of a control, from status.limits (empty until the first status).
+   * @param {RangeSpec} spec
+   * @returns {[number, number]}
+   */
+  range(spec) {
+    const l = this.status?.limits;
+    return l ? l[spec.limit] : [0, 0];
+  }
+
+  /**
+   * The slider's span: the allowed range, or a narrower one the spec asks for.
+   * @param {RangeSpec} spec
+   * @returns {[number, number]}
+   */
+  span(spec) {
+    const [min, max] = this.range(spec);
+    const l = this.status?.limits;
+    return [min, spec.sliderMax && l ? Math.min(max, spec.sliderMax(l)) : max];
   }
 
   /**

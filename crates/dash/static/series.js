@@ -108,6 +108,15 @@ export class BufferStore {
     return this.head > 0 ? this.t[(this.head - 1) % this.cap] : -Infinity;
   }
 
+  /** Sines all threads processed in the newest buffer, or null before the first. */
+  newestSines() {
+    if (this.head === 0) return null;
+    const i = (this.head - 1) % this.cap;
+    let sines = 0;
+    for (let th = 0; th < this.threads; th++) sines += this.sines[i * this.slots + th];
+    return sines;
+  }
+
   /**
    * Highest load among buffers at or after `since`.
    * @param {number} since ms

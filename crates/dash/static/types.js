@@ -1,4 +1,6 @@
 // Types of the JSON the server sends (API.md describes them); no code, only JSDoc for tsc. Loaded on the page's main thread.
+// Kept in step with the server's structs (crates/dash/src/status.rs and what they hold) by the
+// test answers_and_frames_match_the_page_types in crates/dash/tests/server.rs.
 // @ts-check
 
 /**
@@ -48,7 +50,7 @@
  * @property {number} config_version
  * @property {PowerSample|null} power
  * @property {number[]|null} freq_khz 0 = unknown
- * @property {number|null} sines_now
+ * @property {number|null} idle_entries idle-state entries on all CPUs since start, every few seconds
  */
 
 /**
@@ -139,8 +141,10 @@
  * @typedef {object} CpuInfo
  * @property {number} id
  * @property {string|null} core_type
+ * @property {number|null} capacity
  * @property {string|null} governor
  * @property {number|null} cur_freq_khz
+ * @property {number|null} min_freq_khz
  * @property {number|null} max_freq_khz
  */
 
@@ -164,6 +168,7 @@
  * @property {string} name
  * @property {number|null} latency_us
  * @property {number} entries
+ * @property {number} time_us
  */
 
 /**
@@ -180,12 +185,37 @@
  */
 
 /**
+ * The ranges of the controls: the engine's table, and the sine maxima at the current chord and rate.
  * @typedef {object} Limits
  * @property {number} sines_max all sines accepted, xrunlab's own extra chord copies included
  * @property {number} sines_apl_max AudioPerfLab's maximum: one chord per physical core
+ * @property {[number, number]} sines 0..=sines_max, for sines and burst sines
+ * @property {number|null} priority_default offered when real-time scheduling is turned back on
+ * @property {[number, number]} trace_seconds
+ * @property {[number, number]} sample_rate
+ * @property {number[]} sample_rates offered in the menu
+ * @property {[number, number]} buffer_frames
+ * @property {number[]} buffer_sizes offered in the menu
  * @property {[number, number]} chords
  * @property {[number, number]} threads
  * @property {[number, number]} chunk_size
+ * @property {[number, number]} min_load_pct
+ * @property {[number, number]} driver_spin_us
+ * @property {[number, number]} busy_count
+ * @property {[number, number]} busy_period_ms
+ * @property {[number, number]} busy_duty_pct
+ * @property {[number, number]} priority
+ * @property {[number, number]} deadline_runtime_pct
+ * @property {[number, number]} uclamp_min
+ * @property {[number, number]} stall_ms
+ * @property {[number, number]} stall_every_ms
+ */
+
+/**
+ * The stalls being injected (GET /api/fault).
+ * @typedef {object} FaultView
+ * @property {number} stall_ms 0 = off
+ * @property {number|null} every_ms
  */
 
 /**
@@ -200,17 +230,30 @@
  * @property {{mlock: Outcome, pm_qos: Outcome}} [process_rt]
  * @property {number} [busy_threads]
  * @property {ChordInfo} [chord]
+ * @property {number|null} [server_load_pct] a server device's own DSP load
  * @property {Limits} [limits]
  * @property {Counts} counts
  * @property {{source: string, estimated: boolean, last: PowerSample|null}} power
  * @property {CpuInfo[]} cpus
- * @property {CpuTopology[]} [topology]
- * @property {{driver: string|null, states: IdleUsage[], note: string}} [idle]
+ * @property {CpuTopology[]} topology
+ * @property {{driver: string|null, states: IdleUsage[], note: string}} idle
  * @property {{available: boolean, note: string}} freq
- * @property {{stall_ms: number, every_ms: number|null}} fault
+ * @property {FaultView} fault
  * @property {{enabled: boolean, available: boolean|null, unavailable: string|null}} explain
  * @property {number} config_version
  * @property {string|null} last_error
+ */
+
+/**
+ * GET /api/config, and PUT's answer (with `restarted`).
+ * @typedef {Config & {preset: 'standard'|'optimal'|'custom', device: string, restarted?: boolean}} ConfigView
+ */
+
+/**
+ * POST /api/burst's answer.
+ * @typedef {object} BurstAnswer
+ * @property {number} burst_sines
+ * @property {number} seconds
  */
 
 /**
@@ -297,11 +340,18 @@
  * @property {boolean} enabled
  * @property {boolean} [available]
  * @property {string|null} [unavailable]
+ * @property {object|null} [tracer] what the tracer set up (shown raw)
+ * @property {object|null} [stats] the tracer's counters (shown raw)
  * @property {number[]} [cpus]
  * @property {number} [lost_events]
  * @property {number} [dropouts]
  * @property {number} [cards]
  * @property {number} [without_card]
+ * @property {number} [kept]
+ * @property {number} [forgotten]
+ * @property {number} [max_kept]
+ * @property {string} [card_rate_limit]
+ * @property {string} [median_estimator]
  * @property {CulpritTotal[]} [top_culprits]
  * @property {Array<{epoch: number, seq: number, t_ms: number, kind: string, late_by_us: number, verdict: string, cause: string|null}>} [recent]
  */

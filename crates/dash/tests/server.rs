@@ -12,6 +12,8 @@ use xrunlab_engine::{
     Device, DeviceError, DeviceInfo, DeviceSignals, Engine, EngineConfig, Renderer,
 };
 
+mod page_types;
+
 macro_rules! token {
     () => {
         "server-test-token_0123456789"
@@ -1181,5 +1183,81 @@ async fn the_trace_download_has_a_render_per_buffer_and_thread_and_the_stalled_d
     );
     let doc = json_of(&r.body);
     assert_eq!(doc["otherData"]["xrunlab_requested_seconds"], 10);
+    running.shutdown().await.unwrap();
+}
+
+/// Every JSON answer the page reads, and a telemetry frame, has exactly the fields
+/// `static/types.js` declares for it, recursively: a field added to a Rust view (status.rs,
+/// the engine's and sys's structs) and not to the page's types fails here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_and_frames_match_the_page_types() {
+    let defs = page_types::Typedefs::parse(include_str!("../static/types.js"));
+    let running = serve_sim().await;
+    let port = running.local_addr().port();
+    let ask = |method: &'static str, path: &'static str, body: &'static str| async move {
+        let (status, reply) = request(port, method, path, &[], body).await;
+        assert_eq!(status, 200, "{method} {path}: {reply}");
+        json_of(&reply)
+    };
+    let get = |path| ask("GET", path, "");
+    // Stalls make dropouts, so the explain view lists recent ones.
+    ask("PUT", "/api/fault", r#"{"stall_ms": 5, "every_ms": 100}"#).await;
+    ask("PUT", "/api/explain", r#"{"enabled": true}"#).await;
+    // Power is sampled every 250 ms; stalls need a few periods.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let status = get("/api/status").await;
+    let explain = get("/api/explain").await;
+    assert!(
+        explain["recent"].as_array().is_some_and(|r| !r.is_empty()),
+        "stalls were listed: {explain}"
+    );
+    let burst = ask("POST", "/api/burst", "{}").await;
+    let put = ask("PUT", "/api/config", r#"{"sines": 60}"#).await;
+    let (code, refused) = request(port, "PUT", "/api/config", &[], r#"{"sines": "x"}"#).await;
+    assert_eq!(code, 422, "{refused}");
+    let (code, mut ws) = ws_handshake(port, &[AUTH]).await;
+    assert_eq!(code, 101);
+    let mut frame = json_of(&ws_text(&mut ws).await);
+    while frame["threads"].as_array().is_none_or(|t| t.is_empty()) || frame["ts"] == json!([]) {
+        frame = json_of(&ws_text(&mut ws).await);
+    }
+    let off = ask("PUT", "/api/explain", r#"{"enabled": false}"#).await;
+    // Nested types a live sample may lack on this machine (no cpuidle, no power yet).
+    let idle = serde_json::to_value(xrunlab_sys::IdleUsage {
+        cpu: 0,
+        index: 1,
+        name: "C1".into(),
+        latency_us: Some(2),
+        entries: 10,
+        time_us: 100,
+    })
+    .unwrap();
+    let power = serde_json::to_value(xrunlab_sys::PowerSample {
+        watts: 1.5,
+        estimated: true,
+    })
+    .unwrap();
+    let samples = [
+        ("Status", status),
+        ("ExplainView", explain),
+        ("ExplainView", off),
+        ("ConfigView", get("/api/config").await),
+        ("ConfigView", put),
+        ("BurstAnswer", burst),
+        ("ApiErrorBody", json_of(&refused)),
+        ("FaultView", get("/api/fault").await),
+        ("Frame", frame),
+        ("IdleUsage", idle),
+        ("PowerSample", power),
+    ];
+    let mut errors = Vec::new();
+    for (name, value) in &samples {
+        errors.extend(defs.check(name, value));
+    }
+    assert!(
+        errors.is_empty(),
+        "static/types.js is out of step with the server:\n{}",
+        errors.join("\n")
+    );
     running.shutdown().await.unwrap();
 }

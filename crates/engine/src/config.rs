@@ -21,6 +21,174 @@ pub const BUSY_PERIOD_MS_RANGE: (u32, u32) = (5, 100);
 pub const CHUNK_SIZE_RANGE: (usize, usize) = (1, 65_536);
 /// AudioPerfLab's chord duplicates (its default is one per physical core).
 pub const CHORDS_RANGE: (usize, usize) = (1, MAX_CHORD_COPIES);
+/// A share of the buffer or of the busy period, in percent (minimum load, busy duty).
+pub const PERCENT_RANGE: (f32, f32) = (0.0, 100.0);
+/// SCHED_FIFO/RR priorities Linux accepts.
+pub const PRIORITY_RANGE: (u8, u8) = (1, 99);
+/// SCHED_DEADLINE runtime in percent of the period: some runtime, at most all of it.
+pub const DEADLINE_RUNTIME_PCT_RANGE: (f32, f32) = (1.0, 100.0);
+/// uclamp.min values Linux accepts (1024 = the biggest CPU at its highest frequency).
+pub const UCLAMP_MIN_RANGE: (u32, u32) = (0, 1_024);
+/// Injected stall length in milliseconds (0 = off): a stall longer than a second only freezes
+/// the page.
+pub const STALL_MS_RANGE: (f64, f64) = (0.0, 1_000.0);
+/// Time between injected stalls in milliseconds.
+pub const STALL_EVERY_MS_RANGE: (f64, f64) = (10.0, 60_000.0);
+/// The sample rates offered in lists (the page's menu); any rate in [`SAMPLE_RATE_RANGE`] is accepted.
+pub const COMMON_SAMPLE_RATES: [u32; 5] = [44_100, 48_000, 88_200, 96_000, 192_000];
+/// How long the driver may spin on the workers before it sleeps, in microseconds.
+pub const DRIVER_SPIN_US_RANGE: (u32, u32) = (0, 1_000);
+
+/// An inclusive range of allowed values and its unit, as errors name it ("5..=100 ms").
+/// Serializes as `[min, max]`, as the dashboard's `status.limits` carries it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limit<T> {
+    /// The smallest value allowed.
+    pub min: T,
+    /// The largest value allowed.
+    pub max: T,
+    /// The unit after the range in messages; empty for counts.
+    pub unit: &'static str,
+}
+
+impl<T: Copy> Limit<T> {
+    /// The range `(min, max)` with its unit.
+    pub const fn new((min, max): (T, T), unit: &'static str) -> Limit<T> {
+        Limit { min, max, unit }
+    }
+}
+
+impl<T: PartialOrd + Copy> Limit<T> {
+    /// Whether `v` is allowed (never NaN).
+    pub fn contains(&self, v: T) -> bool {
+        v >= self.min && v <= self.max
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Limit<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}..={}", self.min, self.max)?;
+        if !self.unit.is_empty() {
+            write!(f, " {}", self.unit)?;
+        }
+        Ok(())
+    }
+}
+
+impl<T: Serialize> Serialize for Limit<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (&self.min, &self.max).serialize(s)
+    }
+}
+
+/// Every fixed range the engine's settings have, in one table: validation, the command
+/// line's parsers, the dashboard API's messages and the page's controls all read it. (The
+/// sine counts depend on the chord and rate: [`EngineConfig::validate`] says them.)
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Limits {
+    /// Sample rate in Hz.
+    pub sample_rate: Limit<u32>,
+    /// Rates offered in lists, all within `sample_rate`.
+    pub sample_rates: Vec<u32>,
+    /// Buffer size in frames.
+    pub buffer_frames: Limit<u32>,
+    /// Buffer sizes offered in lists: the powers of two within `buffer_frames`.
+    pub buffer_sizes: Vec<u32>,
+    /// Times the chord is played.
+    pub chords: Limit<usize>,
+    /// Processing threads.
+    pub threads: Limit<usize>,
+    /// Partials per work claim.
+    pub chunk_size: Limit<usize>,
+    /// Minimum load in percent of the buffer.
+    pub min_load_pct: Limit<f32>,
+    /// Driver spin in microseconds.
+    pub driver_spin_us: Limit<u32>,
+    /// Busy threads.
+    pub busy_count: Limit<u32>,
+    /// Busy thread period in milliseconds.
+    pub busy_period_ms: Limit<u32>,
+    /// Busy thread duty in percent.
+    pub busy_duty_pct: Limit<f32>,
+    /// SCHED_FIFO/RR priority.
+    pub priority: Limit<u8>,
+    /// SCHED_DEADLINE runtime in percent of the period.
+    pub deadline_runtime_pct: Limit<f32>,
+    /// uclamp.min.
+    pub uclamp_min: Limit<u32>,
+    /// Injected stall in milliseconds (0 = off).
+    pub stall_ms: Limit<f64>,
+    /// Time between injected stalls in milliseconds.
+    pub stall_every_ms: Limit<f64>,
+}
+
+/// The ranges of [`Limits`] as constants, for code that needs one at compile time.
+pub mod limit {
+    use super::*;
+    /// See [`SAMPLE_RATE_RANGE`].
+    pub const SAMPLE_RATE: Limit<u32> = Limit::new(SAMPLE_RATE_RANGE, "Hz");
+    /// See [`BUFFER_FRAMES_RANGE`].
+    pub const BUFFER_FRAMES: Limit<u32> = Limit::new(BUFFER_FRAMES_RANGE, "frames");
+    /// See [`CHORDS_RANGE`].
+    pub const CHORDS: Limit<usize> = Limit::new(CHORDS_RANGE, "");
+    /// See [`THREADS_RANGE`].
+    pub const THREADS: Limit<usize> = Limit::new(THREADS_RANGE, "");
+    /// See [`CHUNK_SIZE_RANGE`].
+    pub const CHUNK_SIZE: Limit<usize> = Limit::new(CHUNK_SIZE_RANGE, "");
+    /// See [`PERCENT_RANGE`].
+    pub const MIN_LOAD_PCT: Limit<f32> = Limit::new(PERCENT_RANGE, "%");
+    /// See [`DRIVER_SPIN_US_RANGE`].
+    pub const DRIVER_SPIN_US: Limit<u32> = Limit::new(DRIVER_SPIN_US_RANGE, "us");
+    /// See [`BUSY_COUNT_RANGE`].
+    pub const BUSY_COUNT: Limit<u32> = Limit::new(BUSY_COUNT_RANGE, "");
+    /// See [`BUSY_PERIOD_MS_RANGE`].
+    pub const BUSY_PERIOD_MS: Limit<u32> = Limit::new(BUSY_PERIOD_MS_RANGE, "ms");
+    /// See [`PERCENT_RANGE`].
+    pub const BUSY_DUTY_PCT: Limit<f32> = Limit::new(PERCENT_RANGE, "%");
+    /// See [`PRIORITY_RANGE`].
+    pub const PRIORITY: Limit<u8> = Limit::new(PRIORITY_RANGE, "");
+    /// See [`DEADLINE_RUNTIME_PCT_RANGE`].
+    pub const DEADLINE_RUNTIME_PCT: Limit<f32> = Limit::new(DEADLINE_RUNTIME_PCT_RANGE, "%");
+    /// See [`UCLAMP_MIN_RANGE`].
+    pub const UCLAMP_MIN: Limit<u32> = Limit::new(UCLAMP_MIN_RANGE, "");
+    /// See [`STALL_MS_RANGE`].
+    pub const STALL_MS: Limit<f64> = Limit::new(STALL_MS_RANGE, "ms");
+    /// See [`STALL_EVERY_MS_RANGE`].
+    pub const STALL_EVERY_MS: Limit<f64> = Limit::new(STALL_EVERY_MS_RANGE, "ms");
+}
+
+impl Limits {
+    /// The table.
+    pub fn get() -> Limits {
+        let (lo, hi) = BUFFER_FRAMES_RANGE;
+        Limits {
+            sample_rate: limit::SAMPLE_RATE,
+            sample_rates: COMMON_SAMPLE_RATES
+                .into_iter()
+                .filter(|r| limit::SAMPLE_RATE.contains(*r))
+                .collect(),
+            buffer_frames: limit::BUFFER_FRAMES,
+            buffer_sizes: (0..u32::BITS)
+                .map(|b| 1u32 << b)
+                .filter(|n| (lo..=hi).contains(n))
+                .collect(),
+            chords: limit::CHORDS,
+            threads: limit::THREADS,
+            chunk_size: limit::CHUNK_SIZE,
+            min_load_pct: limit::MIN_LOAD_PCT,
+            driver_spin_us: limit::DRIVER_SPIN_US,
+            busy_count: limit::BUSY_COUNT,
+            busy_period_ms: limit::BUSY_PERIOD_MS,
+            busy_duty_pct: limit::BUSY_DUTY_PCT,
+            priority: limit::PRIORITY,
+            deadline_runtime_pct: limit::DEADLINE_RUNTIME_PCT,
+            uclamp_min: limit::UCLAMP_MIN,
+            stall_ms: limit::STALL_MS,
+            stall_every_ms: limit::STALL_EVERY_MS,
+        }
+    }
+}
+
 /// AudioPerfLab's `kDefaultNumSines`: sines per chord at start.
 pub const DEFAULT_SINES_PER_CHORD: usize = 18;
 /// AudioPerfLab's default burst (`defaultNumBurstSinesPercent`): 75 % of its sine maximum.
@@ -38,9 +206,6 @@ pub fn recommended_threads(cpus: Option<&[usize]>) -> usize {
     let cpus = cpus.unwrap_or(allowed);
     xrunlab_sys::cpu::physical_cores(xrunlab_sys::default_sys_root(), cpus).max(1)
 }
-/// How long the driver may spin on the workers before it sleeps, in microseconds.
-pub const DRIVER_SPIN_US_RANGE: (u32, u32) = (0, 1_000);
-
 /// How the driver thread takes part in the render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -293,32 +458,24 @@ fn err(field: &str, value: impl fmt::Display, allowed: impl Into<String>) -> Con
     }
 }
 
-fn check_range<T: PartialOrd + fmt::Display + Copy>(
+fn check<T: PartialOrd + fmt::Display + Copy>(
     field: &str,
     v: T,
-    (lo, hi): (T, T),
+    limit: Limit<T>,
 ) -> Result<(), ConfigError> {
-    if v >= lo && v <= hi {
+    if limit.contains(v) {
         Ok(())
     } else {
-        Err(err(field, v, format!("{lo}..={hi}")))
-    }
-}
-
-fn check_pct(field: &str, v: f32, lo: f32) -> Result<(), ConfigError> {
-    if v.is_finite() && (lo..=100.0).contains(&v) {
-        Ok(())
-    } else {
-        Err(err(field, v, format!("{lo}..=100 %")))
+        Err(err(field, v, limit.to_string()))
     }
 }
 
 impl EngineConfig {
     /// Checks every field; the first error names the field and what is allowed.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check_range("sample_rate", self.sample_rate, SAMPLE_RATE_RANGE)?;
-        check_range("buffer_frames", self.buffer_frames, BUFFER_FRAMES_RANGE)?;
-        check_range("chords", self.chords, CHORDS_RANGE)?;
+        check("sample_rate", self.sample_rate, limit::SAMPLE_RATE)?;
+        check("buffer_frames", self.buffer_frames, limit::BUFFER_FRAMES)?;
+        check("chords", self.chords, limit::CHORDS)?;
         let layout = self.chord_layout();
         let max = layout.max_sines(self.sample_rate);
         let apl_max = layout.apl_max_sines(self.sample_rate);
@@ -346,20 +503,24 @@ impl EngineConfig {
                 allowed("together with sines "),
             ));
         }
-        check_range("chunk_size", self.chunk_size, CHUNK_SIZE_RANGE)?;
-        check_range("threads", self.threads, THREADS_RANGE)?;
-        check_pct("min_load", self.min_load_pct, 0.0)?;
-        check_range("driver_spin_us", self.driver_spin_us, DRIVER_SPIN_US_RANGE)?;
-        check_range("busy_threads", self.busy.count, BUSY_COUNT_RANGE)?;
-        check_range("busy_period_ms", self.busy.period_ms, BUSY_PERIOD_MS_RANGE)?;
-        check_pct("busy_duty", self.busy.duty_pct, 0.0)?;
+        check("chunk_size", self.chunk_size, limit::CHUNK_SIZE)?;
+        check("threads", self.threads, limit::THREADS)?;
+        check("min_load", self.min_load_pct, limit::MIN_LOAD_PCT)?;
+        check("driver_spin_us", self.driver_spin_us, limit::DRIVER_SPIN_US)?;
+        check("busy_threads", self.busy.count, limit::BUSY_COUNT)?;
+        check("busy_period_ms", self.busy.period_ms, limit::BUSY_PERIOD_MS)?;
+        check("busy_duty", self.busy.duty_pct, limit::BUSY_DUTY_PCT)?;
         if let Some(p) = self.rt.priority {
-            check_range("priority", p, (1, 99))?;
+            check("priority", p, limit::PRIORITY)?;
         }
         if self.rt.deadline {
-            check_pct("deadline_runtime", self.rt.deadline_runtime_pct, 1.0)?;
+            check(
+                "deadline_runtime",
+                self.rt.deadline_runtime_pct,
+                limit::DEADLINE_RUNTIME_PCT,
+            )?;
         }
-        check_range("uclamp_min", self.rt.uclamp_min, (0, 1024))?;
+        check("uclamp_min", self.rt.uclamp_min, limit::UCLAMP_MIN)?;
         if let Some(cpus) = &self.rt.cpus {
             if cpus.is_empty() {
                 return Err(err("cpus", "(empty)", "a CPU list such as 0-3,6"));
@@ -623,6 +784,22 @@ mod tests {
             (500, 1288),
             "a chosen count stays"
         );
+    }
+
+    #[test]
+    fn limits_serialize_as_pairs_and_lists_stay_inside_their_ranges() {
+        let l = Limits::get();
+        let v = serde_json::to_value(&l).unwrap();
+        assert_eq!(v["busy_period_ms"], serde_json::json!([5, 100]));
+        assert_eq!(v["min_load_pct"], serde_json::json!([0.0, 100.0]));
+        assert_eq!(l.busy_period_ms.to_string(), "5..=100 ms");
+        assert_eq!(l.busy_count.to_string(), "0..=4");
+        assert_eq!(l.buffer_sizes.first(), Some(&BUFFER_FRAMES_RANGE.0));
+        assert_eq!(l.buffer_sizes.last(), Some(&BUFFER_FRAMES_RANGE.1));
+        assert!(l.buffer_sizes.windows(2).all(|w| w[1] == 2 * w[0]));
+        assert!(l.sample_rates.contains(&48_000));
+        assert!(l.sample_rates.iter().all(|&r| l.sample_rate.contains(r)));
+        assert!(!l.min_load_pct.contains(f32::NAN), "NaN is never in range");
     }
 
     #[test]

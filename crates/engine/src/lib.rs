@@ -19,5 +19,5 @@ pub use config::{BusyConfig, ConfigError, DriverMode, EngineConfig, Preset, RtCo
 pub use device::{Device, DeviceError, DeviceInfo, DeviceSignals};
 pub use engine::{Applied, ChordInfo, Engine, EngineError, ProcessRt, ThreadInfo};
 pub use report::{BufferReport, ThreadReport, ThreadRole};
-pub use rt::driver::{Cycle, CycleOutcome, Renderer};
+pub use rt::driver::{Cycle, CycleOutcome, Renderer, BURST_SECONDS};
 pub use summary::{Distribution, Percentiles, RunStats, Scale, Summary, ThreadSummary};

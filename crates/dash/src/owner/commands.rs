@@ -1,16 +1,15 @@
 //! The engine-owner thread's handling of the server's commands: config changes (applied live, by a restart or by a device switch), bursts, stall injection, "Explain dropouts" and trace snapshots; runs on the engine-owner thread.
 
-use super::{Command, Owner, STALL_MS_RANGE};
+use super::{Command, Owner};
 use crate::api::{merge_config, ApiError};
+use crate::status::{to_json, BurstView};
 use crate::trace::TraceSnapshot;
 use crate::{DeviceFactory, Fault};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::time::Duration;
+use xrunlab_engine::config::{limit, Limit};
 use xrunlab_engine::rt::clock::now_ns;
 use xrunlab_engine::{Engine, EngineConfig, EngineError};
-
-/// Allowed time between stalls.
-const STALL_EVERY_MS_RANGE: (f64, f64) = (10.0, 60_000.0);
 
 impl Owner {
     fn put_explain(&mut self, body: &Value) -> Result<Value, ApiError> {
@@ -76,6 +75,7 @@ impl Owner {
                 let result = self.put_config(&body);
                 if let Err(e) = &result {
                     self.last_error = Some(e.error.clone());
+                    self.config_version += 1;
                 }
                 let _ = reply.send(result);
             }
@@ -83,21 +83,28 @@ impl Owner {
                 if let Some(engine) = self.engine() {
                     engine.trigger_burst();
                 }
-                let burst = self.engine().map_or(0, |e| e.config().burst_sines);
-                let _ = reply.send(json!({ "burst_sines": burst, "seconds": 0.25 }));
+                let burst_sines = self.engine().map_or(0, |e| e.config().burst_sines);
+                let _ = reply.send(to_json(&BurstView {
+                    burst_sines,
+                    seconds: xrunlab_engine::BURST_SECONDS,
+                }));
             }
             Command::Status(reply) => {
                 self.refresh_counts();
                 let _ = reply.send(self.status());
             }
             Command::Fault(body, reply) => {
-                let _ = reply.send(self.put_fault(&body));
+                let result = self.put_fault(&body);
+                self.config_version += u64::from(result.is_ok());
+                let _ = reply.send(result);
             }
             Command::GetExplain(reply) => {
                 let _ = reply.send(self.explain_view());
             }
             Command::PutExplain(body, reply) => {
-                let _ = reply.send(self.put_explain(&body));
+                let result = self.put_explain(&body);
+                self.config_version += u64::from(result.is_ok());
+                let _ = reply.send(result);
             }
             Command::Dropout(epoch, seq, reply) => {
                 let _ = reply.send(self.dropout_view(epoch, seq));
@@ -147,11 +154,7 @@ impl Owner {
         };
         self.last_error = None;
         self.engine_changed();
-        let mut v = self.config_view();
-        if let Value::Object(m) = &mut v {
-            m.insert("restarted".into(), json!(restarted));
-        }
-        Ok(v)
+        Ok(self.config_view_restarted(Some(restarted)))
     }
 
     /// Stops the engine, starts one on a `kind` device; on failure goes back to the old device
@@ -206,15 +209,13 @@ impl Owner {
     }
 
     fn put_fault(&mut self, body: &Value) -> Result<Value, ApiError> {
-        let field = |name: &str, (lo, hi): (f64, f64), default: f64| -> Result<f64, ApiError> {
+        let field = |name: &str, range: Limit<f64>, default: f64| -> Result<f64, ApiError> {
             match body.get(name) {
                 None => Ok(default),
                 Some(v) => v
                     .as_f64()
-                    .filter(|x| x.is_finite() && (lo..=hi).contains(x))
-                    .ok_or_else(|| {
-                        ApiError::invalid(name, v.to_string(), format!("{lo}..={hi} ms"))
-                    }),
+                    .filter(|x| range.contains(*x))
+                    .ok_or_else(|| ApiError::invalid(name, v.to_string(), range.to_string())),
             }
         };
         if !body.is_object() {
@@ -228,12 +229,12 @@ impl Owner {
         });
         let stall_ms = field(
             "stall_ms",
-            STALL_MS_RANGE,
+            limit::STALL_MS,
             current.stall.as_secs_f64() * 1e3,
         )?;
         let every_ms = field(
             "every_ms",
-            STALL_EVERY_MS_RANGE,
+            limit::STALL_EVERY_MS,
             current.every.as_secs_f64() * 1e3,
         )?;
         let fault = Fault {
@@ -241,6 +242,6 @@ impl Owner {
             every: Duration::from_secs_f64(every_ms / 1e3),
         };
         self.set_fault((!fault.stall.is_zero()).then_some(fault));
-        Ok(self.fault_view())
+        Ok(to_json(&self.fault_view()))
     }
 }

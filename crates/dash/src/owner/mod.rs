@@ -38,10 +38,10 @@ const FRAME_EVERY: Duration = Duration::from_micros(33_333);
 const POWER_EVERY: Duration = Duration::from_millis(250);
 /// cpufreq is re-read at this interval; frequencies change slower than frames.
 const FREQ_EVERY: Duration = Duration::from_millis(500);
+/// Idle-state entries are re-counted at this interval (a few sysfs reads per CPU and state).
+const IDLE_EVERY: Duration = Duration::from_secs(5);
 /// Longest wait for a restarted engine's threads to register.
 const THREADS_WAIT: Duration = Duration::from_millis(500);
-/// Allowed stall length: a stall longer than a second only freezes the page.
-const STALL_MS_RANGE: (f64, f64) = (0.0, 1000.0);
 
 /// A reply channel to the server task that asked.
 pub(crate) type Reply<T> = oneshot::Sender<T>;
@@ -110,6 +110,10 @@ struct Owner {
     freq_available: bool,
     freqs: Vec<Option<u64>>,
     fresh_freqs: bool,
+    /// Idle-state entries on all CPUs since start, when re-counted since the last frame.
+    fresh_idle_entries: Option<u64>,
+    /// Bumped on every change the status shows that frames do not carry (config, device,
+    /// threads, fault, explain, a refusal), so pages re-read the status only then.
     config_version: u64,
     /// The stalls as the page (or the command line) set them; the collector's schedule
     /// carries them out (see `set_fault`).
@@ -174,6 +178,7 @@ pub(crate) fn spawn(
                 freq_available,
                 freqs: Vec::new(),
                 fresh_freqs: false,
+                fresh_idle_entries: None,
                 config_version: 1,
                 fault: None,
                 last_error: None,
@@ -200,6 +205,7 @@ impl Owner {
         let start = Instant::now();
         let (mut next_drain, mut next_frame) = (start, start + FRAME_EVERY);
         let (mut next_power, mut next_freq) = (start, start);
+        let mut next_idle = start + IDLE_EVERY;
         let exit = loop {
             let wait = next_drain
                 .min(next_frame)
@@ -235,6 +241,11 @@ impl Owner {
                     &mut self.freqs,
                 );
                 self.fresh_freqs = true;
+            }
+            if now >= next_idle {
+                next_idle = advance(next_idle, IDLE_EVERY, now);
+                let states = self.idle_view().states;
+                self.fresh_idle_entries = Some(states.iter().map(|s| s.entries).sum());
             }
             if now >= next_frame {
                 next_frame = advance(next_frame, FRAME_EVERY, now);
@@ -335,7 +346,7 @@ impl Owner {
             power: self.fresh_power.take(),
             freq_khz: std::mem::take(&mut self.fresh_freqs)
                 .then(|| self.freqs.iter().map(|f| f.unwrap_or(0)).collect()),
-            sines_now: None,
+            idle_entries: self.fresh_idle_entries.take(),
         };
         let text = self.agg.take_frame(&extras);
         // No receiver (no page open) is not an error: the frame is simply not needed.

@@ -1,13 +1,15 @@
-//! What the engine-owner thread answers about its state, as JSON for the server: status (with the limits), config, explain report, dropout cards, stall setting and idle states; runs on the engine-owner thread.
+//! What the engine-owner thread answers about its state, built from the typed views in `crate::status` for the server: status (with the limits), config, explain report, dropout cards, stall setting and idle states; runs on the engine-owner thread.
 
-use super::{Owner, STALL_MS_RANGE};
+use super::Owner;
 use crate::api::{max_sines, ApiError};
-use serde_json::{json, Value};
-use std::path::Path;
-use xrunlab_engine::config::{
-    BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE, CHUNK_SIZE_RANGE,
-    DRIVER_SPIN_US_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
+use crate::status::{
+    to_json, ConfigView, EngineStatus, ExplainOn, ExplainStatus, ExplainView, FaultView, FreqView,
+    IdleView, PowerView, RecentDropout, Status, StatusLimits,
 };
+use crate::trace::SECONDS_RANGE;
+use serde_json::{Map, Value};
+use std::path::Path;
+use xrunlab_engine::config::Limits;
 
 /// Culprits listed by `GET /api/explain`.
 const TOP_CULPRITS: usize = 10;
@@ -17,32 +19,34 @@ const RECENT_DROPOUTS: usize = 20;
 impl Owner {
     pub(super) fn explain_view(&self) -> Value {
         let Some(e) = self.explain.as_ref() else {
-            return json!({ "enabled": false });
+            return to_json(&ExplainView {
+                enabled: false,
+                on: None,
+            });
         };
         let base = self.agg.base_ns();
-        let recent: Vec<Value> = e
+        let recent = e
             .dropouts()
             .rev()
             .take(RECENT_DROPOUTS)
-            .map(|d| {
-                json!({
-                    "epoch": d.epoch,
-                    "seq": d.seq,
-                    "t_ms": d.period_start_ns.saturating_sub(base) as f64 / 1e6,
-                    "kind": d.kind,
-                    "late_by_us": d.late_by_us,
-                    "verdict": d.verdict(),
-                    "cause": d.blame.as_ref().map(|c| c.cause),
-                })
+            .map(|d| RecentDropout {
+                epoch: d.epoch,
+                seq: d.seq,
+                t_ms: d.period_start_ns.saturating_sub(base) as f64 / 1e6,
+                kind: &d.kind,
+                late_by_us: d.late_by_us,
+                verdict: d.verdict(),
+                cause: d.blame.as_ref().map(|c| c.cause),
             })
             .collect();
-        let mut v = serde_json::to_value(e.report(TOP_CULPRITS)).unwrap_or_else(|_| json!({}));
-        if let Value::Object(m) = &mut v {
-            m.insert("enabled".into(), json!(true));
-            m.insert("cpus".into(), json!(e.cpus()));
-            m.insert("recent".into(), json!(recent));
-        }
-        v
+        to_json(&ExplainView {
+            enabled: true,
+            on: Some(ExplainOn {
+                report: e.report(TOP_CULPRITS),
+                cpus: e.cpus(),
+                recent,
+            }),
+        })
     }
 
     pub(super) fn dropout_view(&self, epoch: u32, seq: u64) -> Result<Value, ApiError> {
@@ -53,7 +57,7 @@ impl Owner {
             ));
         };
         match e.find(epoch, seq) {
-            Some(d) => Ok(json!(d)),
+            Some(d) => Ok(to_json(d)),
             None => Err(ApiError::failed(
                 404,
                 format!(
@@ -67,107 +71,107 @@ impl Owner {
     }
 
     pub(super) fn config_view(&self) -> Value {
+        self.config_view_restarted(None)
+    }
+
+    /// The config in force; `restarted` is said in a PUT's answer.
+    pub(super) fn config_view_restarted(&self, restarted: Option<bool>) -> Value {
         let Some(engine) = self.engine() else {
-            return json!({});
+            return Value::Object(Map::new());
         };
-        let mut v = serde_json::to_value(engine.config()).unwrap_or_else(|_| json!({}));
-        if let Value::Object(m) = &mut v {
-            m.insert("preset".into(), json!(engine.config().preset().name()));
-            m.insert("device".into(), json!(engine.device_info().kind));
-        }
-        v
+        to_json(&ConfigView {
+            config: engine.config(),
+            preset: engine.config().preset().name(),
+            device: engine.device_info().kind,
+            restarted,
+        })
     }
 
     /// The cpuidle driver and, per CPU and state, its exit latency and the entries since
     /// the dashboard started (a few small sysfs reads: status is asked for, not streamed).
-    fn idle_view(&self) -> Value {
+    pub(super) fn idle_view(&self) -> IdleView {
         let now = xrunlab_sys::idle_states(Path::new(xrunlab_sys::DEFAULT_SYS_ROOT));
-        json!({
-            "driver": self.idle_driver,
-            "states": xrunlab_sys::idle_usage_delta(&self.idle_at_start, &now),
-            "note": if now.is_empty() { "no cpuidle states on this machine" } else { "entries since the dashboard started" },
-        })
+        IdleView {
+            driver: self.idle_driver.clone(),
+            states: xrunlab_sys::idle_usage_delta(&self.idle_at_start, &now),
+            note: if now.is_empty() {
+                "no cpuidle states on this machine"
+            } else {
+                "entries since the dashboard started"
+            },
+        }
     }
 
-    pub(super) fn fault_view(&self) -> Value {
+    pub(super) fn fault_view(&self) -> FaultView {
         match self.fault {
-            Some(f) => {
-                json!({ "stall_ms": f.stall.as_secs_f64() * 1e3, "every_ms": f.every.as_secs_f64() * 1e3 })
-            }
-            None => json!({ "stall_ms": 0, "every_ms": null }),
+            Some(f) => FaultView {
+                stall_ms: f.stall.as_secs_f64() * 1e3,
+                every_ms: Some(f.every.as_secs_f64() * 1e3),
+            },
+            None => FaultView {
+                stall_ms: 0.0,
+                every_ms: None,
+            },
         }
     }
 
     pub(super) fn status(&self) -> Value {
-        let counts = self.agg.counts();
-        let freq_note = if self.freq_available {
-            "scaling_cur_freq from cpufreq".to_owned()
-        } else {
-            "not available on this machine (no cpufreq)".to_owned()
-        };
-        let common = json!({
-            "devices": self.kinds,
-            "counts": counts,
-            "power": {
-                "source": self.power_source,
-                "estimated": self.power_source.starts_with("estimate"),
-                "last": self.last_power,
-            },
-            "cpus": self.cpus,
-            "topology": self.topology,
-            "idle": self.idle_view(),
-            "freq": { "available": self.freq_available, "note": freq_note },
-            "fault": self.fault_view(),
-            "explain": {
-                "enabled": self.explain.is_some(),
-                "available": self.explain.as_ref().map(|e| e.unavailable().is_none()),
-                "unavailable": self.explain.as_ref().and_then(|e| e.unavailable()),
-            },
-            "config_version": self.config_version,
-            "last_error": self.last_error,
+        let engine = self.engine().map(|engine| {
+            let config = engine.config();
+            let chord = engine.chord_info();
+            let sines_max = max_sines(config);
+            EngineStatus {
+                device: engine.device_info(),
+                config,
+                preset: config.preset().name(),
+                threads: engine.threads(),
+                process_rt: engine.process_rt(),
+                busy_threads: engine.busy_threads(),
+                server_load_pct: engine.signals().server_load(),
+                limits: StatusLimits {
+                    sines_max,
+                    sines_apl_max: chord.apl_max_sines,
+                    sines: (0, sines_max),
+                    priority_default: xrunlab_engine::RtConfig::default().priority,
+                    trace_seconds: (*SECONDS_RANGE.start(), *SECONDS_RANGE.end()),
+                    engine: Limits::get(),
+                },
+                chord,
+            }
         });
-        let Some(engine) = self.engine() else {
-            let mut v = common;
-            v["audio"] =
-                json!("stopped: no engine (a device switch failed; pick a device to start one)");
-            return v;
-        };
-        let config = engine.config();
-        let chord = engine.chord_info();
-        let mut v = common;
-        let m = v.as_object_mut().expect("json! object literal");
-        m.insert("audio".into(), json!("running"));
-        m.insert("device".into(), json!(engine.device_info()));
-        m.insert("config".into(), json!(config));
-        m.insert("preset".into(), json!(config.preset().name()));
-        m.insert("threads".into(), json!(engine.threads()));
-        m.insert("process_rt".into(), json!(engine.process_rt()));
-        m.insert("busy_threads".into(), json!(engine.busy_threads()));
-        m.insert("chord".into(), json!(chord));
-        m.insert(
-            "server_load_pct".into(),
-            json!(engine.signals().server_load()),
-        );
-        m.insert(
-            "limits".into(),
-            json!({
-                "sines_max": max_sines(config),
-                "sines_apl_max": chord.apl_max_sines,
-                "chords": CHORDS_RANGE,
-                "sample_rate": SAMPLE_RATE_RANGE,
-                "buffer_frames": BUFFER_FRAMES_RANGE,
-                "threads": THREADS_RANGE,
-                "chunk_size": CHUNK_SIZE_RANGE,
-                "busy_count": BUSY_COUNT_RANGE,
-                "busy_period_ms": BUSY_PERIOD_MS_RANGE,
-                "busy_duty_pct": [0, 100],
-                "min_load_pct": [0, 100],
-                "driver_spin_us": DRIVER_SPIN_US_RANGE,
-                "priority": [1, 99],
-                "uclamp_min": [0, 1024],
-                "stall_ms": STALL_MS_RANGE,
-            }),
-        );
-        v
+        to_json(&Status {
+            audio: if engine.is_some() {
+                "running"
+            } else {
+                "stopped: no engine (a device switch failed; pick a device to start one)"
+            },
+            devices: &self.kinds,
+            counts: self.agg.counts(),
+            power: PowerView {
+                source: &self.power_source,
+                estimated: self.power_source.starts_with("estimate"),
+                last: self.last_power,
+            },
+            cpus: &self.cpus,
+            topology: &self.topology,
+            idle: self.idle_view(),
+            freq: FreqView {
+                available: self.freq_available,
+                note: if self.freq_available {
+                    "scaling_cur_freq from cpufreq"
+                } else {
+                    "not available on this machine (no cpufreq)"
+                },
+            },
+            fault: self.fault_view(),
+            explain: ExplainStatus {
+                enabled: self.explain.is_some(),
+                available: self.explain.as_ref().map(|e| e.unavailable().is_none()),
+                unavailable: self.explain.as_ref().and_then(|e| e.unavailable()),
+            },
+            config_version: self.config_version,
+            last_error: self.last_error.as_deref(),
+            engine,
+        })
     }
 }
