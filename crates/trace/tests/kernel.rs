@@ -174,7 +174,7 @@ fn a_fifo_hog_on_the_audio_cpu_is_blamed_by_name_and_pid() {
     let blamed = cards.iter().find(|(_, c)| {
         c.main_culprit
             .as_ref()
-            .is_some_and(|m| m.kind == CulpritKind::Task && m.name == "xrl-hog")
+            .is_some_and(|m| m.who.kind == CulpritKind::Task && m.who.name == "xrl-hog")
     });
     let Some((it, card)) = blamed else {
         let verdicts: Vec<&str> = cards.iter().map(|(_, c)| c.verdict.as_str()).collect();
@@ -184,8 +184,8 @@ fn a_fifo_hog_on_the_audio_cpu_is_blamed_by_name_and_pid() {
         );
     };
     let hog_culprit = card.main_culprit.as_ref().unwrap();
-    assert_eq!(hog_culprit.tid, Some(hog), "{}", card.verdict);
-    assert_eq!(hog_culprit.pid, Some(hog), "{}", card.verdict);
+    assert_eq!(hog_culprit.who.tid, Some(hog), "{}", card.verdict);
+    assert_eq!(hog_culprit.who.pid, Some(hog), "{}", card.verdict);
     assert!(
         card.verdict
             .contains(&format!("behind xrl-hog (pid {hog}, SCHED_FIFO 90)")),
@@ -324,7 +324,7 @@ fn loopback_traffic_in_the_render_shows_as_net_rx_softirq_time() {
         let has_net_rx = card.threads[0]
             .interrupts
             .iter()
-            .any(|c| c.kind == CulpritKind::Softirq && c.name == "NET_RX");
+            .any(|c| c.who.kind == CulpritKind::Softirq && c.who.name == "NET_RX");
         if has_net_rx || attempts.len() == 2 {
             break card;
         }
@@ -337,7 +337,7 @@ fn loopback_traffic_in_the_render_shows_as_net_rx_softirq_time() {
     let net_rx = t
         .interrupts
         .iter()
-        .find(|c| c.kind == CulpritKind::Softirq && c.name == "NET_RX")
+        .find(|c| c.who.kind == CulpritKind::Softirq && c.who.name == "NET_RX")
         .unwrap_or_else(|| panic!("no NET_RX softirq in the card: {card:#?}"));
     assert!(net_rx.us > 0.0 && net_rx.count >= 100, "{net_rx:?}");
     // The card sums each culprit's µs as f64 run by run and converts the total once,
