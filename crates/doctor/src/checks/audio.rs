@@ -4,7 +4,7 @@
 
 use super::Ctx;
 use crate::finding::{Area, Check, Finding};
-use crate::roots::{read_optional, shown};
+use crate::roots::{conf_files, read_optional, shown};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -117,15 +117,7 @@ impl PipeWireConf {
             "usr/share/pipewire/pipewire.conf.d",
             "etc/pipewire/pipewire.conf.d",
         ] {
-            let mut dropins: Vec<PathBuf> = std::fs::read_dir(ctx.roots.fs(dir))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-                .collect();
-            dropins.sort();
-            files.extend(dropins);
+            files.extend(conf_files(&ctx.roots.fs(dir)));
         }
         for f in files {
             if let Ok(text) = std::fs::read_to_string(&f) {
@@ -254,19 +246,20 @@ fn pipewire_sees_vm(ctx: &Ctx) -> Option<String> {
     None
 }
 
+/// A PipeWire check's finding on a machine without PipeWire configuration.
+fn pipewire_not_installed(ctx: &Ctx, check: &Check) -> Finding {
+    check.pass(
+        "no PipeWire configuration: PipeWire is not installed",
+        shown(&ctx.roots.fs("usr/share/pipewire/pipewire.conf")),
+    )
+}
+
 fn pipewire_quantum(ctx: &Ctx, conf: &PipeWireConf) -> Finding {
     let check = Check::new("audio.pipewire_quantum", AREA, "PipeWire quantum and rate");
-    let source = if conf.files.is_empty() {
-        shown(&ctx.roots.fs("usr/share/pipewire/pipewire.conf"))
-    } else {
-        conf.files.join(", ")
-    };
     if conf.files.is_empty() {
-        return check.pass(
-            "no PipeWire configuration: PipeWire is not installed",
-            source,
-        );
+        return pipewire_not_installed(ctx, &check);
     }
+    let source = conf.files.join(", ");
     let vm = pipewire_sees_vm(ctx);
     let get = |key: &str, default: u32| -> (u32, &'static str) {
         if vm.is_some() {
@@ -312,17 +305,10 @@ fn pipewire_quantum(ctx: &Ctx, conf: &PipeWireConf) -> Finding {
 
 fn pipewire_rt(ctx: &Ctx, conf: &PipeWireConf) -> Finding {
     let check = Check::new("audio.pipewire_rt", AREA, "PipeWire real-time module");
-    let source = if conf.files.is_empty() {
-        shown(&ctx.roots.fs("usr/share/pipewire/pipewire.conf"))
-    } else {
-        conf.files.join(", ")
-    };
     if conf.files.is_empty() {
-        return check.pass(
-            "no PipeWire configuration: PipeWire is not installed",
-            source,
-        );
+        return pipewire_not_installed(ctx, &check);
     }
+    let source = conf.files.join(", ");
     let Some(args) = &conf.rt_args else {
         return check.warn("no configuration file loads libpipewire-module-rt: PipeWire's data threads stay SCHED_OTHER", source)
         .with_fix("add { name = libpipewire-module-rt args = { rt.prio = 88 } flags = [ ifexists nofail ] } to context.modules in /etc/pipewire/pipewire.conf");

@@ -5,7 +5,7 @@
 use super::Ctx;
 use crate::finding::{Area, Check, Finding, Status};
 use crate::process::{parse_limit, CAP_IPC_LOCK, CAP_SYS_NICE};
-use crate::roots::shown;
+use crate::roots::{conf_files, shown};
 
 const AREA: Area = Area::Realtime;
 
@@ -188,15 +188,7 @@ struct LimitLine {
 fn limit_lines(ctx: &Ctx) -> (Vec<LimitLine>, Vec<String>) {
     let base = ctx.roots.fs("etc/security/limits.conf");
     let mut files = vec![base];
-    let mut dropins: Vec<_> = std::fs::read_dir(ctx.roots.fs("etc/security/limits.d"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-        .collect();
-    dropins.sort();
-    files.extend(dropins);
+    files.extend(conf_files(&ctx.roots.fs("etc/security/limits.d")));
     let mut lines = Vec::new();
     let mut read_files = Vec::new();
     for file in files {

@@ -9,8 +9,8 @@ use crate::roots::{read, read_value, shown};
 
 const AREA: Area = Area::Tracing;
 
-/// The events xrunlab's trace blames late buffers with.
-const EVENTS: [&str; 7] = [
+/// The tracepoints xrunlab's trace blames late buffers with, as `group/event`.
+pub const EVENTS: [&str; 7] = [
     "sched/sched_switch",
     "sched/sched_wakeup",
     "sched/sched_waking",
