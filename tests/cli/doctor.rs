@@ -1,7 +1,7 @@
 //! `xrunlab doctor` as a user runs it: the report and its JSON on this machine, the system facts a run's JSON carries, `--measure --quick` with a verdict for every toggle, `--apply` on fixture trees (undone at exit and on SIGTERM, kept with --keep, refused without cpufreq), and bad input.
 
 use crate::child::{piped, signal, wait_within};
-use crate::{json, scratch, xrunlab};
+use crate::{json, run_json, scratch, usage_error, xrunlab};
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -346,26 +346,16 @@ fn bad_input_is_a_usage_error() {
         ),
     ];
     for (args, message) in cases {
-        let out = xrunlab().arg("doctor").args(&args).output().unwrap();
-        let (_, stderr) = text(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        let args: Vec<&str> = std::iter::once("doctor")
+            .chain(args.iter().map(String::as_str))
+            .collect();
+        usage_error(&args, &[message]);
     }
 }
 
 #[test]
 fn a_run_records_topology_idle_states_and_frequencies() {
-    let dir = scratch("doctor-run-system");
-    let path = dir.join("r.json");
-    crate::run_ok(&[
-        "run",
-        "--quiet",
-        "--duration",
-        "1s",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    let v = json(&path);
+    let (_, v) = run_json("doctor-run-system", &["--duration", "1s"]);
     let system = &v["system"];
     let cpus = xrunlab_sys::cpu::online_cpus(xrunlab_sys::default_sys_root()).len();
     assert_eq!(system["topology"].as_array().unwrap().len(), cpus);

@@ -1,7 +1,7 @@
 //! `run --explain` and `run --trace` on the real kernel: an RT hog on the audio CPU is named in a dropout's card, an injected stall is blamed on the engine's own render, no privileges means a stated reason and a finished run, the Perfetto file holds a render slice per buffer and thread and an instant per dropout, SIGTERM leaves a valid trace and no tracing state, a full disk ends the trace with a warning. The root tests run one at a time (they share CPU 1).
 
 use crate::child::{output_as_nobody, require_root, spawn_run, stop_ok, wait_ok};
-use crate::{json, partials, run_ok, scratch, xrunlab};
+use crate::{json, partials, run_json, run_ok, scratch, xrunlab};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,7 +14,10 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const HOG_CPU: usize = 1;
 const HOG_NS: u64 = 20_000_000;
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+/// Fails loudly without root, then waits for the other root tests: they take turns, sharing
+/// CPU 1.
+fn root_turn() -> std::sync::MutexGuard<'static, ()> {
+    require_root();
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -46,8 +49,7 @@ fn dropouts(r: &Value) -> &Vec<Value> {
 #[test]
 #[ignore = "needs root and perf tracepoints"]
 fn an_rt_hog_on_the_audio_cpu_is_named_as_the_main_culprit() {
-    require_root();
-    let _serial = serial();
+    let _turn = root_turn();
     let dir = scratch("explain-hog");
     let j = dir.join("r.json");
     // One audio thread pinned to CPU 1 (SCHED_FIFO 70): the hog cannot be dodged.
@@ -153,24 +155,19 @@ fn an_rt_hog_on_the_audio_cpu_is_named_as_the_main_culprit() {
 #[test]
 #[ignore = "needs root and perf tracepoints"]
 fn an_injected_stall_is_blamed_on_the_engines_own_render() {
-    require_root();
-    let _serial = serial();
-    let dir = scratch("explain-stall");
-    let j = dir.join("r.json");
-    let out = run_ok(&[
-        "run",
-        "--quiet",
-        "--explain",
-        "--stall",
-        "8ms",
-        "--stall-every",
-        "300ms",
-        "--duration",
-        "3s",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let r = json(&j);
+    let _turn = root_turn();
+    let (stdout, r) = run_json(
+        "explain-stall",
+        &[
+            "--explain",
+            "--stall",
+            "8ms",
+            "--stall-every",
+            "300ms",
+            "--duration",
+            "3s",
+        ],
+    );
     require_tracer(&r);
     let stalled: Vec<&Value> = dropouts(&r)
         .iter()
@@ -212,7 +209,6 @@ fn an_injected_stall_is_blamed_on_the_engines_own_render() {
             "ran {ran_long_us} µs longer than its median: {card:#}"
         );
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("late: driver ran") && stdout.contains("injected stall (8.00 ms)"),
         "{stdout}"
@@ -223,7 +219,6 @@ fn an_injected_stall_is_blamed_on_the_engines_own_render() {
 #[test]
 #[ignore = "needs root: drops to user nobody with setpriv (test.sh runs it with --include-ignored)"]
 fn without_tracing_rights_the_run_completes_and_says_why() {
-    require_root();
     let dir = scratch("explain-nobody");
     let j = dir.join("r.json");
     let out = output_as_nobody(
@@ -294,8 +289,7 @@ fn trace_contents(trace: &Value) -> (HashMap<i64, u64>, Vec<&Value>) {
 #[test]
 #[ignore = "needs root and perf tracepoints"]
 fn the_perfetto_trace_has_a_render_per_buffer_and_thread_and_every_dropout() {
-    require_root();
-    let _serial = serial();
+    let _turn = root_turn();
     let dir = scratch("explain-trace");
     let (j, t) = (dir.join("r.json"), dir.join("t.json"));
     run_ok(&[
@@ -374,8 +368,7 @@ fn perf_fds(pid: u32) -> usize {
 #[test]
 #[ignore = "needs root and perf tracepoints"]
 fn sigterm_leaves_a_valid_trace_and_no_tracing_state() {
-    require_root();
-    let _serial = serial();
+    let _turn = root_turn();
     let dir = scratch("explain-sigterm");
     let (j, t) = (dir.join("r.json"), dir.join("t.json"));
     let child = spawn_run(&[

@@ -12,6 +12,14 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     SATURATING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `command FLAG VALUE` is a usage error naming the flag and what is allowed, for each
+/// (flag, value, allowed).
+fn bad_values(command: &[&str], cases: &[(&str, &str, &str)]) {
+    for &(flag, value, allowed) in cases {
+        usage_error(&[command, &[flag, value]].concat(), &[flag, allowed]);
+    }
+}
+
 #[test]
 fn wakeup_probe_counts_every_loop_and_writes_cyclictests_histogram_layout() {
     let dir = scratch("lab-wakeup");
@@ -105,21 +113,14 @@ fn wakeup_probe_counts_every_loop_and_writes_cyclictests_histogram_layout() {
 
 #[test]
 fn wakeup_probe_ranges_are_usage_errors_naming_the_flag() {
-    usage_error(
-        &["probe", "wakeup", "--threads", "0"],
-        &["--threads", "1..=256"],
-    );
-    usage_error(
-        &["probe", "wakeup", "--interval", "1us"],
-        &["--interval", "10us..=10s"],
-    );
-    usage_error(
-        &["probe", "wakeup", "--priority", "0"],
-        &["--priority", "1..=99"],
-    );
-    usage_error(
-        &["probe", "wakeup", "--cpus", "999"],
-        &["--cpus", "online CPUs"],
+    bad_values(
+        &["probe", "wakeup"],
+        &[
+            ("--threads", "0", "1..=256"),
+            ("--interval", "1us", "10us..=10s"),
+            ("--priority", "0", "1..=99"),
+            ("--cpus", "999", "online CPUs"),
+        ],
     );
 }
 
@@ -210,13 +211,12 @@ fn sleep_probe_finds_busy_polling_costlier_than_clock_nanosleep_and_names_a_verd
 
 #[test]
 fn sleep_probe_ranges_are_usage_errors_naming_the_flag() {
-    usage_error(
-        &["probe", "sleep", "--intervals", "5us"],
-        &["--intervals", "10us..=10ms"],
-    );
-    usage_error(
-        &["probe", "sleep", "--per-point", "1ms"],
-        &["--per-point", "20ms..=60s"],
+    bad_values(
+        &["probe", "sleep"],
+        &[
+            ("--intervals", "5us", "10us..=10ms"),
+            ("--per-point", "1ms", "20ms..=60s"),
+        ],
     );
 }
 
@@ -307,10 +307,7 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
         "energy source stated honestly: {energy}"
     );
     assert_eq!(std::fs::read_to_string(&c).unwrap().lines().count(), 9);
-    usage_error(
-        &["sweep", "threads", "--max-threads", "0"],
-        &["--max-threads", "1..=256"],
-    );
+    bad_values(&["sweep", "threads"], &[("--max-threads", "0", "1..=256")]);
 }
 
 #[test]
@@ -397,9 +394,9 @@ fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread
 
 #[test]
 fn buffer_sweep_rejects_a_buffer_that_is_not_a_power_of_two() {
-    usage_error(
-        &["sweep", "buffer", "--buffers", "64,100"],
-        &["--buffers", "powers of two 16..=4096"],
+    bad_values(
+        &["sweep", "buffer"],
+        &[("--buffers", "64,100", "powers of two 16..=4096")],
     );
 }
 
@@ -486,10 +483,12 @@ fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it()
 
 #[test]
 fn capacity_rejects_bad_presets_and_repeats() {
-    usage_error(&["capacity", "--repeats", "0"], &["--repeats", "1..=100"]);
-    usage_error(
-        &["capacity", "--burst-load", "120"],
-        &["--burst-load", "0..=100"],
+    bad_values(
+        &["capacity"],
+        &[
+            ("--repeats", "0", "1..=100"),
+            ("--burst-load", "120", "0..=100"),
+        ],
     );
     usage_error(&["capacity", "--presets", "fast"], &["standard"]);
 }

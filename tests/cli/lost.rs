@@ -1,7 +1,7 @@
 //! Nothing measured is lost when a run ends badly: SIGTERM and SIGHUP end `run`, `render` and the dashboard cleanly; `kill -9` leaves a checkpoint and never destroys an earlier result; result paths are checked before a run starts.
 
 use crate::child::{kill_9, piped, spawn_dashboard, spawn_run, stop_ok};
-use crate::{json, partials, run_ok, scratch, xrunlab};
+use crate::{json, partials, run_json, run_ok, scratch, xrunlab};
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -228,24 +228,11 @@ fn the_dashboard_stops_cleanly_on_sigterm_and_sighup() {
 
 #[test]
 fn the_driver_spin_is_a_setting_reported_in_the_results() {
-    let dir = scratch("spin");
-    let j = dir.join("r.json");
-    let out = run_ok(&[
-        "run",
-        "--duration",
-        "300ms",
-        "--quiet",
-        "--driver-spin",
-        "100",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, r) = run_json("spin", &["--duration", "300ms", "--driver-spin", "100"]);
     assert!(
         stdout.contains("driver spin before sleeping: 100 µs"),
         "{stdout}"
     );
-    let r = json(&j);
     assert_eq!(r["config"]["driver_spin_us"], 100);
     assert_eq!(r["preset"], "custom", "a spin is no preset's");
     let out = run_ok(&[

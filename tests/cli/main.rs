@@ -30,6 +30,20 @@ pub fn run_ok(args: &[&str]) -> Output {
     out
 }
 
+/// Runs `xrunlab run --quiet args --json FILE` to its end (status 0), FILE in a fresh scratch
+/// directory called `name`; returns its standard output and the JSON result.
+pub fn run_json(name: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let j = scratch(name).join("r.json");
+    let run = [
+        &["run", "--quiet"][..],
+        args,
+        &["--json", j.to_str().unwrap()],
+    ]
+    .concat();
+    let out = run_ok(&run);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), json(&j))
+}
+
 /// Asserts that `xrunlab args` is a usage error: exit code 2, no panic, and every string of
 /// `expect` (the flag, what is allowed) in its standard error.
 pub fn usage_error(args: &[&str], expect: &[&str]) {

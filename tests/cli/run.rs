@@ -1,7 +1,7 @@
 //! `xrunlab run` end to end: the JSON and CSV it writes, scripted bursts, and Ctrl-C keeping what was measured.
 
 use crate::child::{output_as_nobody, spawn_run, stop_ok};
-use crate::{json, run_ok, scratch};
+use crate::{json, run_json, run_ok, scratch};
 use std::time::Duration;
 
 #[test]
@@ -122,22 +122,9 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
 
 #[test]
 fn refused_real_time_settings_are_reported_not_fatal() {
-    let dir = scratch("refused");
-    let j = dir.join("r.json");
     // uclamp (work interval) is not supported by this kernel; a deadline with
     // pinning conflicts. Both must be reported with what was used instead.
-    let out = run_ok(&[
-        "run",
-        "--duration",
-        "500ms",
-        "--quiet",
-        "--deadline",
-        "--pin",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let r = json(&j);
+    let (stdout, r) = run_json("refused", &["--duration", "500ms", "--deadline", "--pin"]);
     let warnings = r["scheduling"]["warnings"].as_array().unwrap();
     assert!(!warnings.is_empty(), "{stdout}");
     for w in warnings {

@@ -26,6 +26,24 @@ fn check_samples(r: &serde_json::Value, periods: usize) -> &Vec<serde_json::Valu
     samples
 }
 
+/// A 3 s soak sampled every second, with `flag` (`--csv` or `--dashboard`); its standard output
+/// and JSON.
+fn short_soak(name: &str, flag: &str) -> (String, serde_json::Value) {
+    let j = scratch(name).join("soak.json");
+    let out = run_ok(&[
+        "bench",
+        "soak",
+        "--duration",
+        "3s",
+        "--sample-every",
+        "1s",
+        flag,
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), json(&j))
+}
+
 /// The CSV rows went to a temporary file (named on the summary's `csv:` line) that is gone now.
 fn assert_csv_removed(stdout: &str) {
     let line = stdout
@@ -42,23 +60,9 @@ fn assert_csv_removed(stdout: &str) {
 
 #[test]
 fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
-    let dir = scratch("soak-run");
-    let j = dir.join("soak.json");
-    let out = run_ok(&[
-        "bench",
-        "soak",
-        "--duration",
-        "3s",
-        "--sample-every",
-        "1s",
-        "--csv",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, r) = short_soak("soak-run", "--csv");
     assert!(stdout.contains("RSS MB"), "{stdout}");
     assert!(stdout.contains("target under 2 MB"), "{stdout}");
-    let r = json(&j);
     assert_eq!(r["schema"], "xrunlab.soak/1");
     assert_eq!(r["path"], "run");
     assert_eq!(r["config"]["buffer_frames"], 32, "32 frames by default");
@@ -83,22 +87,8 @@ fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
 
 #[test]
 fn a_short_soak_on_the_dashboard_path_reads_frames_over_a_websocket() {
-    let dir = scratch("soak-dash");
-    let j = dir.join("soak.json");
-    let out = run_ok(&[
-        "bench",
-        "soak",
-        "--dashboard",
-        "--duration",
-        "3s",
-        "--sample-every",
-        "1s",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, r) = short_soak("soak-dash", "--dashboard");
     assert!(stdout.contains("WebSocket reader received"), "{stdout}");
-    let r = json(&j);
     assert_eq!(r["path"], "dashboard");
     check_samples(&r, 2);
     // About 30 frames a second; a loaded machine may publish fewer, never none.
