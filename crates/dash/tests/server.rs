@@ -137,6 +137,18 @@ async fn send(port: u16, method: &str, path: &str, headers: &[(&str, &str)], bod
     }
 }
 
+/// PUT /api/config with `body` (and the test token); returns (status, body).
+async fn put_config(port: u16, body: &str) -> (u16, String) {
+    request(port, "PUT", "/api/config", &[], body).await
+}
+
+/// Makes the engine stall `stall_ms` every `every_ms` (PUT /api/fault), checking it took it.
+async fn inject_stalls(port: u16, stall_ms: u32, every_ms: u32) {
+    let fault = format!(r#"{{"stall_ms": {stall_ms}, "every_ms": {every_ms}}}"#);
+    let (status, body) = request(port, "PUT", "/api/fault", &[], &fault).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 fn json_of(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
@@ -290,14 +302,7 @@ async fn api_validates_and_applies_whole_configs() {
     assert_eq!(before["device"], "sim");
 
     // Out of range: 422 naming the field and range; the valid part of the request is not applied.
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/config",
-        &[],
-        r#"{"sines": 77, "busy": {"count": 9}}"#,
-    )
-    .await;
+    let (status, body) = put_config(port, r#"{"sines": 77, "busy": {"count": 9}}"#).await;
     assert_eq!(status, 422, "{body}");
     let e = json_of(&body);
     assert_eq!(
@@ -317,24 +322,17 @@ async fn api_validates_and_applies_whole_configs() {
         (json!({"sines": "lots"}), "sines"),
         (json!({"device": "jack"}), "device"),
     ] {
-        let (status, body) = request(port, "PUT", "/api/config", &[], &patch.to_string()).await;
+        let (status, body) = put_config(port, &patch.to_string()).await;
         assert_eq!(status, 422, "{patch}: {body}");
         assert_eq!(json_of(&body)["path"], path, "{body}");
     }
-    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"sinez": 3}"#).await;
+    let (status, body) = put_config(port, r#"{"sinez": 3}"#).await;
     assert_eq!(status, 400, "{body}");
-    let (status, _) = request(port, "PUT", "/api/config", &[], "not json").await;
+    let (status, _) = put_config(port, "not json").await;
     assert_eq!(status, 400);
 
     // Live change, then a preset (a restart: the driver mode changes).
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/config",
-        &[],
-        r#"{"sines": 80, "min_load_pct": 5}"#,
-    )
-    .await;
+    let (status, body) = put_config(port, r#"{"sines": 80, "min_load_pct": 5}"#).await;
     assert_eq!(status, 200, "{body}");
     let r = json_of(&body);
     assert_eq!(
@@ -345,7 +343,7 @@ async fn api_validates_and_applies_whole_configs() {
         ),
         (Some(80), Some(false), Some("custom"))
     );
-    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"preset": "optimal"}"#).await;
+    let (status, body) = put_config(port, r#"{"preset": "optimal"}"#).await;
     assert_eq!(status, 200, "{body}");
     let r = json_of(&body);
     assert_eq!(
@@ -364,7 +362,7 @@ async fn api_validates_and_applies_whole_configs() {
     assert!(s["power"]["source"].is_string());
 
     // Toggling input makes the device anew, and the input meter gets a signal.
-    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"input": true}"#).await;
+    let (status, body) = put_config(port, r#"{"input": true}"#).await;
     assert_eq!(status, 200, "{body}");
     let mut ws = ws_open(port, &[AUTH]).await;
     let mut peak = None;
@@ -393,15 +391,7 @@ async fn api_validates_and_applies_whole_configs() {
 async fn injected_stalls_count_as_dropouts() {
     let running = serve_sim().await;
     let port = running.local_addr().port();
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/fault",
-        &[],
-        r#"{"stall_ms": 8, "every_ms": 100}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    inject_stalls(port, 8, 100).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let s = json_of(&request(port, "GET", "/api/status", &[], "").await.1);
     assert!(
@@ -476,14 +466,7 @@ async fn a_device_that_cannot_start_leaves_the_old_one_running() {
     .await
     .unwrap();
     let port = running.local_addr().port();
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/config",
-        &[],
-        r#"{"device": "broken", "sines": 70}"#,
-    )
-    .await;
+    let (status, body) = put_config(port, r#"{"device": "broken", "sines": 70}"#).await;
     assert_eq!(status, 503, "{body}");
     let error = json_of(&body)["error"].as_str().unwrap().to_owned();
     assert!(
@@ -889,15 +872,7 @@ async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_r
     // A card compares a thread's run with its median for the load, known after a few normal
     // buffers: start stalling once explaining has seen some.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/fault",
-        &[],
-        r#"{"stall_ms": 8, "every_ms": 200}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    inject_stalls(port, 8, 200).await;
     // Frames name each dropout by epoch and sequence number; the card of a stalled one blames
     // the driver's own render.
     let mut ws = ws_open(port, &[AUTH]).await;
@@ -1041,15 +1016,7 @@ async fn the_trace_download_has_a_render_per_buffer_and_thread_and_the_stalled_d
         assert_eq!(v["value"], value, "{v}");
         assert!(v["allowed"].as_str().unwrap().contains("1..=60"), "{v}");
     }
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/fault",
-        &[],
-        r#"{"stall_ms": 8, "every_ms": 500}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    inject_stalls(port, 8, 500).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let status_now = json_of(&request(port, "GET", "/api/status", &[], "").await.1);
     let r = send(port, "GET", "/api/trace?seconds=2", &[AUTH], "").await;
