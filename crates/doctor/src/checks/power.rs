@@ -90,8 +90,7 @@ fn cpufreq_source(ctx: &Ctx, file: &str) -> String {
     )
 }
 
-fn no_cpufreq(ctx: &Ctx, id: &str, title: &str, file: &str) -> Finding {
-    let check = Check::new(id, AREA, title);
+fn no_cpufreq(ctx: &Ctx, check: &Check, file: &str) -> Finding {
     check.unknown("no cpufreq on this machine (a virtual machine, or the firmware manages frequency): nothing here can read or set it", cpufreq_source(ctx, file))
 }
 
@@ -154,11 +153,9 @@ fn epp_driver(driver: Option<&str>) -> bool {
 }
 
 fn governor(ctx: &Ctx, freqs: &[Freq]) -> Finding {
-    let id = "cpu.governor";
-    let title = "CPU frequency governor";
-    let check = Check::new(id, AREA, title);
+    let check = Check::new("cpu.governor", AREA, "CPU frequency governor");
     if freqs.is_empty() {
-        return no_cpufreq(ctx, id, title, "scaling_governor");
+        return no_cpufreq(ctx, &check, "scaling_governor");
     }
     let source = cpufreq_source(ctx, "scaling_governor");
     let Some(first) = freqs.iter().find(|f| f.governor.is_some()) else {
@@ -200,11 +197,9 @@ fn governor(ctx: &Ctx, freqs: &[Freq]) -> Finding {
 }
 
 fn epp(ctx: &Ctx, freqs: &[Freq]) -> Finding {
-    let id = "cpu.epp";
-    let title = "Energy-performance preference (EPP)";
-    let check = Check::new(id, AREA, title);
+    let check = Check::new("cpu.epp", AREA, "Energy-performance preference (EPP)");
     if freqs.is_empty() {
-        return no_cpufreq(ctx, id, title, "energy_performance_preference");
+        return no_cpufreq(ctx, &check, "energy_performance_preference");
     }
     let source = cpufreq_source(ctx, "energy_performance_preference");
     let with_epp: Vec<&Freq> = freqs.iter().filter(|f| f.epp.is_some()).collect();
@@ -240,11 +235,9 @@ fn epp(ctx: &Ctx, freqs: &[Freq]) -> Finding {
 }
 
 fn limits(ctx: &Ctx, freqs: &[Freq]) -> Finding {
-    let id = "cpu.freq_limits";
-    let title = "Frequency limits and boost";
-    let check = Check::new(id, AREA, title);
+    let check = Check::new("cpu.freq_limits", AREA, "Frequency limits and boost");
     if freqs.is_empty() {
-        return no_cpufreq(ctx, id, title, "scaling_max_freq");
+        return no_cpufreq(ctx, &check, "scaling_max_freq");
     }
     let mut problems = Vec::new();
     let mut fixes = Vec::new();

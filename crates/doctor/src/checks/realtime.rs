@@ -4,7 +4,7 @@
 
 use super::Ctx;
 use crate::finding::{Area, Check, Finding, Status};
-use crate::process::{parse_limit, CAP_IPC_LOCK, CAP_SYS_NICE};
+use crate::process::{parse_limit, Limit, CAP_IPC_LOCK, CAP_SYS_NICE};
 use crate::roots::{conf_files, shown};
 
 const AREA: Area = Area::Realtime;
@@ -81,24 +81,18 @@ fn limits_source(ctx: &Ctx) -> String {
     shown(&ctx.roots.proc("self/limits"))
 }
 
+/// The limit on the line starting with `label` of /proc/self/limits, or why it is unknown.
+fn limit(ctx: &Ctx, label: &str) -> Result<Limit, String> {
+    let text = ctx.limits.as_ref().map_err(Clone::clone)?;
+    parse_limit(text, label)
+        .ok_or_else(|| format!("{} has no readable \"{label}\" line", limits_source(ctx)))
+}
+
 fn rtprio_limit(ctx: &Ctx) -> Finding {
     let check = Check::new("rt.rtprio_limit", AREA, "RLIMIT_RTPRIO");
-    let limit = match ctx
-        .limits
-        .as_ref()
-        .map(|t| parse_limit(t, "Max realtime priority"))
-    {
-        Err(e) => return check.unknown(e.clone(), limits_source(ctx)),
-        Ok(None) => {
-            return check.unknown(
-                format!(
-                    "{} has no readable \"Max realtime priority\" line",
-                    limits_source(ctx)
-                ),
-                limits_source(ctx),
-            )
-        }
-        Ok(Some(l)) => l,
+    let limit = match limit(ctx, "Max realtime priority") {
+        Ok(l) => l,
+        Err(why) => return check.unknown(why, limits_source(ctx)),
     };
     let shown_limit = format!("soft {}, hard {}", limit.show_soft(""), limit.show_hard(""));
     let privileged = ctx.process.as_ref().is_ok_and(|p| p.has_cap(CAP_SYS_NICE));
@@ -136,22 +130,9 @@ fn rtprio_limit(ctx: &Ctx) -> Finding {
 
 fn memlock_limit(ctx: &Ctx) -> Finding {
     let check = Check::new("rt.memlock_limit", AREA, "RLIMIT_MEMLOCK");
-    let limit = match ctx
-        .limits
-        .as_ref()
-        .map(|t| parse_limit(t, "Max locked memory"))
-    {
-        Err(e) => return check.unknown(e.clone(), limits_source(ctx)),
-        Ok(None) => {
-            return check.unknown(
-                format!(
-                    "{} has no readable \"Max locked memory\" line",
-                    limits_source(ctx)
-                ),
-                limits_source(ctx),
-            )
-        }
-        Ok(Some(l)) => l,
+    let limit = match limit(ctx, "Max locked memory") {
+        Ok(l) => l,
+        Err(why) => return check.unknown(why, limits_source(ctx)),
     };
     let shown_limit = limit.show_soft("bytes");
     if ctx.process.as_ref().is_ok_and(|p| p.has_cap(CAP_IPC_LOCK)) {
