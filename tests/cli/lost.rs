@@ -1,7 +1,7 @@
 //! Nothing measured is lost when a run ends badly: SIGTERM and SIGHUP end `run`, `render` and the dashboard cleanly; `kill -9` leaves a checkpoint and never destroys an earlier result; result paths are checked before a run starts.
 
 use crate::child::{kill_9, piped, spawn_dashboard, spawn_run, stop_ok};
-use crate::{json, partials, run_json, run_ok, scratch, xrunlab};
+use crate::{json, partials, run_json, run_json_csv, run_ok, scratch, xrunlab};
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -252,33 +252,26 @@ fn the_driver_spin_is_a_setting_reported_in_the_results() {
 
 #[test]
 fn a_hung_worker_shows_as_incomplete_renders_naming_it() {
-    let dir = scratch("hang");
-    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
-    let out = run_ok(&[
-        "run",
-        "--duration",
-        "2s",
-        "--quiet",
-        "--threads",
-        "3",
-        "--sines",
-        "300",
-        "--chunk-size",
-        "16",
-        "--hang-worker",
-        "2",
-        "--hang",
-        "40ms",
-        "--hang-every",
-        "500ms",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, r, csv) = run_json_csv(
+        "hang",
+        &[
+            "--duration",
+            "2s",
+            "--threads",
+            "3",
+            "--sines",
+            "300",
+            "--chunk-size",
+            "16",
+            "--hang-worker",
+            "2",
+            "--hang",
+            "40ms",
+            "--hang-every",
+            "500ms",
+        ],
+    );
     assert!(stdout.contains("incomplete worker 2:"), "{stdout}");
-    let r = json(&j);
     let incomplete = r["summary"]["incomplete_renders"].as_u64().unwrap();
     assert!(
         incomplete >= 10,
@@ -297,7 +290,6 @@ fn a_hung_worker_shows_as_incomplete_renders_naming_it() {
         unfinished2 >= 10 && unfinished2 <= incomplete,
         "worker 2 unfinished in {unfinished2} of {incomplete} incomplete renders"
     );
-    let csv = std::fs::read_to_string(&c).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let col = header
         .iter()

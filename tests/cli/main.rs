@@ -33,15 +33,35 @@ pub fn run_ok(args: &[&str]) -> Output {
 /// Runs `xrunlab run --quiet args --json FILE` to its end (status 0), FILE in a fresh scratch
 /// directory called `name`; returns its standard output and the JSON result.
 pub fn run_json(name: &str, args: &[&str]) -> (String, serde_json::Value) {
-    let j = scratch(name).join("r.json");
-    let run = [
+    let (stdout, result, _) = run_in(name, args, false);
+    (stdout, result)
+}
+
+/// [`run_json`] with `--csv FILE` too; also returns the CSV's text.
+pub fn run_json_csv(name: &str, args: &[&str]) -> (String, serde_json::Value, String) {
+    let (stdout, result, csv) = run_in(name, args, true);
+    (stdout, result, csv.unwrap())
+}
+
+fn run_in(name: &str, args: &[&str], csv: bool) -> (String, serde_json::Value, Option<String>) {
+    let dir = scratch(name);
+    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
+    let mut run = [
         &["run", "--quiet"][..],
         args,
         &["--json", j.to_str().unwrap()],
     ]
     .concat();
+    if csv {
+        run.extend(["--csv", c.to_str().unwrap()]);
+    }
     let out = run_ok(&run);
-    (String::from_utf8_lossy(&out.stdout).into_owned(), json(&j))
+    let text = csv.then(|| std::fs::read_to_string(&c).unwrap());
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        json(&j),
+        text,
+    )
 }
 
 /// Asserts that `xrunlab args` is a usage error: exit code 2, no panic, and every string of

@@ -1,30 +1,24 @@
 //! `xrunlab run` end to end: the JSON and CSV it writes, scripted bursts, and Ctrl-C keeping what was measured.
 
 use crate::child::{output_as_nobody, spawn_run, stop_ok};
-use crate::{json, run_json, run_ok, scratch};
+use crate::{json, run_json, run_json_csv, run_ok, scratch};
 use std::time::Duration;
 
 #[test]
 fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
-    let dir = scratch("run");
-    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
-    let out = run_ok(&[
+    let (stdout, r, csv) = run_json_csv(
         "run",
-        "--duration",
-        "2s",
-        "--sines",
-        "300",
-        "--burst-sines",
-        "500",
-        "--burst-every",
-        "500ms",
-        "--quiet",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        &[
+            "--duration",
+            "2s",
+            "--sines",
+            "300",
+            "--burst-sines",
+            "500",
+            "--burst-every",
+            "500ms",
+        ],
+    );
     for needle in [
         "buffers",
         "dropouts",
@@ -43,7 +37,6 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
             "summary lacks {needle:?}:\n{stdout}"
         );
     }
-    let r = json(&j);
     assert_eq!(r["schema"], "xrunlab.run/1");
     let p = &r["provenance"];
     for key in [
@@ -111,7 +104,6 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
     assert!(threads
         .iter()
         .all(|t| t["sched"]["obtained"].as_str().is_some()));
-    let csv = std::fs::read_to_string(&c).unwrap();
     assert_eq!(
         csv.lines().count() as u64,
         buffers + 1,
