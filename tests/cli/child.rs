@@ -16,6 +16,18 @@ pub fn spawn_run(args: &[&str]) -> Child {
     piped(xrunlab().args(["run", "--quiet"]).args(args))
 }
 
+/// Starts a 60 s run that writes its JSON to `j` and its CSV to `c`.
+pub fn spawn_long_run(j: &Path, c: &Path) -> Child {
+    spawn_run(&[
+        "--duration",
+        "60s",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ])
+}
+
 /// Starts `command` with its standard output and error piped.
 pub fn piped(command: &mut Command) -> Child {
     command

@@ -1,22 +1,10 @@
 //! Nothing measured is lost when a run ends badly: SIGTERM and SIGHUP end `run`, `render` and the dashboard cleanly; `kill -9` leaves a checkpoint and never destroys an earlier result; result paths are checked before a run starts.
 
-use crate::child::{kill_9, piped, spawn_dashboard, spawn_run, stop_ok};
+use crate::child::{kill_9, piped, spawn_dashboard, spawn_long_run, stop_ok};
 use crate::{json, partials, run_json, run_json_csv, run_ok, scratch, xrunlab};
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
-
-/// Starts a 60 s run that writes its JSON to `j` and its CSV to `c`.
-fn spawn_long_run(j: &Path, c: &Path) -> Child {
-    spawn_run(&[
-        "--duration",
-        "60s",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ])
-}
 
 /// Starts an hour-long render into `wav` with `extra` flags: one SCHED_OTHER thread, about 10x
 /// real time on this machine, without starving the tests that run beside it.

@@ -1,6 +1,6 @@
 //! `xrunlab run` end to end: the JSON and CSV it writes, scripted bursts, and Ctrl-C keeping what was measured.
 
-use crate::child::{output_as_nobody, spawn_run, stop_ok};
+use crate::child::{output_as_nobody, spawn_long_run, stop_ok};
 use crate::{json, run_json, run_json_csv, run_ok, scratch};
 use std::time::Duration;
 
@@ -130,14 +130,7 @@ fn refused_real_time_settings_are_reported_not_fatal() {
 fn ctrl_c_ends_the_run_cleanly_and_keeps_the_data() {
     let dir = scratch("sigint");
     let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
-    let child = spawn_run(&[
-        "--duration",
-        "60s",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
+    let child = spawn_long_run(&j, &c);
     std::thread::sleep(Duration::from_millis(1500));
     stop_ok(child, libc::SIGINT, Duration::from_secs(30));
     let r = json(&j);
