@@ -348,14 +348,8 @@ fn run_path(
         if let Some(reason) = collector.engine().and_then(Engine::device_ended) {
             break (false, format!("device ended: {reason}"));
         }
-        if interrupted.load(Ordering::SeqCst) {
-            break (
-                false,
-                format!("interrupted after {} (Ctrl-C, SIGTERM or SIGHUP)", clock(t)),
-            );
-        }
-        if t >= args.duration {
-            break (true, "duration reached".to_owned());
+        if let Some(end) = soak_end(t, args, interrupted) {
+            break end;
         }
         if sampler.due(t) {
             sampler.take(t, collector.totals().buffers)?;
@@ -385,6 +379,18 @@ fn run_path(
         summary,
         frames_received: None,
     })
+}
+
+/// Whether a soak ends at `t`, and how: (complete, reason) when a signal came or its duration
+/// is reached.
+fn soak_end(t: Duration, args: &SoakArgs, interrupted: &AtomicBool) -> Option<(bool, String)> {
+    if interrupted.load(Ordering::SeqCst) {
+        return Some((
+            false,
+            format!("interrupted after {} (Ctrl-C, SIGTERM or SIGHUP)", clock(t)),
+        ));
+    }
+    (t >= args.duration).then(|| (true, "duration reached".to_owned()))
 }
 
 /// Reads telemetry frames like a page would, counting them, until the server closes the socket.
@@ -462,14 +468,8 @@ fn dashboard_path(
             if reader.is_finished() {
                 break (false, "the WebSocket reader stopped".to_owned());
             }
-            if interrupted.load(Ordering::SeqCst) {
-                break (
-                    false,
-                    format!("interrupted after {} (Ctrl-C, SIGTERM or SIGHUP)", clock(t)),
-                );
-            }
-            if t >= args.duration {
-                break (true, "duration reached".to_owned());
+            if let Some(end) = soak_end(t, args, interrupted) {
+                break end;
             }
             if sampler.due(t) {
                 sampler.take(t, frames.load(Ordering::Relaxed))?;

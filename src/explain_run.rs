@@ -119,12 +119,8 @@ impl Extras {
         };
         self.feed_trace(&fresh, now_ns);
         ExtrasResult {
-            explain: self.explain.as_ref().map(|e| e.report(TOP_CULPRITS)),
-            dropouts: self
-                .explain
-                .as_ref()
-                .map(|e| e.dropouts().cloned().collect()),
             trace: self.trace.take().map(TraceFile::finish),
+            ..self.checkpoint()
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::result::RunResult;
 use std::fmt::Write;
-use xrunlab_engine::explain::trace::{BlameCard, Culprit, CulpritKind, CulpritTotal};
+use xrunlab_engine::explain::trace::{BlameCard, Culprit, CulpritKind, CulpritTotal, Who};
 use xrunlab_engine::explain::Dropout;
 
 /// Verdict lines listed in the summary (all are in the JSON).
@@ -13,7 +13,15 @@ fn ms(us: f64) -> String {
 }
 
 /// `xrl-hog (pid 4711, SCHED_FIFO 90)`, `irq 11 virtio0`, `softirq NET_RX`, `idle`.
-fn who(kind: CulpritKind, name: &str, pid: Option<i32>, irq: Option<i32>, policy: &str) -> String {
+fn who(who: &Who) -> String {
+    let Who {
+        kind,
+        name,
+        pid,
+        irq,
+        policy,
+        ..
+    } = who;
     match kind {
         CulpritKind::Task => format!("{name} (pid {}, {policy})", pid.unwrap_or(0)),
         CulpritKind::Idle => name.to_owned(),
@@ -26,16 +34,11 @@ fn who(kind: CulpritKind, name: &str, pid: Option<i32>, irq: Option<i32>, policy
 }
 
 fn culprit(c: &Culprit) -> String {
-    format!(
-        "{} {} x{}",
-        who(c.kind, &c.name, c.pid, c.irq, &c.policy),
-        ms(c.us),
-        c.count
-    )
+    format!("{} {} x{}", who(&c.who), ms(c.us), c.count)
 }
 
 fn total(c: &CulpritTotal) -> String {
-    who(c.kind, &c.name, c.pid, c.irq, &c.policy)
+    who(&c.who)
 }
 
 /// The card, thread by thread, as indented lines.

@@ -1,41 +1,22 @@
 //! The dashboard command's access flags as a user runs them: `--token` sets the token that the printed URL carries and the API needs, `--no-token` serves without one and warns.
 
-use crate::xrunlab;
-use std::io::{BufRead, BufReader, Read, Write};
+use crate::child::{spawn_dashboard, stop_ok};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
+use std::process::Child;
+use std::time::Duration;
 
-/// Starts `xrunlab dashboard` on a free port with `extra` flags; returns the process and the
-/// URL it printed.
+/// Starts `xrunlab dashboard` (light: 50 sines, no real time) with `extra` flags; returns the
+/// process and the URL it printed.
 fn start(extra: &[&str]) -> (Child, String) {
-    let mut child = xrunlab()
-        .args(["dashboard", "--port", "0", "--sines", "50", "--no-rt"])
-        .args(extra)
-        .env_remove("XRUNLAB_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("xrunlab dashboard: ")
-        .unwrap_or_else(|| panic!("no URL line: {line:?}"))
-        .to_owned();
-    (child, url)
+    let flags = [&["--sines", "50", "--no-rt"][..], extra].concat();
+    spawn_dashboard(&flags)
 }
 
 /// Ctrl-C; returns what the process wrote to stderr, after checking it ended cleanly.
 fn stop(child: Child) -> String {
-    // SAFETY: kill with a valid pid and signal number.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    stderr
+    let out = stop_ok(child, libc::SIGINT, Duration::from_secs(20));
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The status code of `GET path` on 127.0.0.1:`port` with these extra header lines.

@@ -1,8 +1,9 @@
 //! `xrunlab doctor` as a user runs it: the report and its JSON on this machine, the system facts a run's JSON carries, `--measure --quick` with a verdict for every toggle, `--apply` on fixture trees (undone at exit and on SIGTERM, kept with --keep, refused without cpufreq), and bad input.
 
-use crate::{scratch, xrunlab};
+use crate::child::{piped, signal, wait_within};
+use crate::{json, run_json, scratch, usage_error, xrunlab};
 use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 const STATUSES: [&str; 4] = ["pass", "warn", "fail", "unknown"];
@@ -114,8 +115,7 @@ fn measure_quick_gives_every_toggle_a_verdict() {
         .unwrap();
     let took = t0.elapsed();
     let (stdout, _) = text(&out);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let v = json(&path);
     check_exit_matches(
         &out,
         v["report"]["counts"]["fail"].as_u64().unwrap() as usize,
@@ -251,32 +251,36 @@ fn apply_governor_is_undone_at_exit_or_kept() {
     assert_eq!(governor(&dir, 1), "performance");
 }
 
+/// Runs `doctor --apply setting --hold 60s` on the fixture `dir`, waits (bounded) until
+/// `applied` says the setting is written, lets it reach the hold, then stops it with `sig`;
+/// checks it exits 0 and returns its output.
+fn hold_then_stop(dir: &Path, setting: &str, sig: i32, applied: impl Fn() -> bool) -> Output {
+    let child = piped(doctor_on(dir).args(["--apply", setting, "--hold", "60s"]));
+    // The setting is written before the checks run.
+    let t0 = Instant::now();
+    while !applied() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{setting} was not applied"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&child, sig);
+    let out = wait_within(child, Duration::from_secs(30));
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    out
+}
+
 #[test]
 fn apply_is_undone_on_sigterm() {
     let dir = fixture("doctor-apply-term", true);
     let runtime = dir.join("proc/sys/kernel/sched_rt_runtime_us");
-    let child = doctor_on(&dir)
-        .args(["--apply", "rt-runtime", "--hold", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The setting is written before the checks run; wait for it (bounded).
-    let t0 = Instant::now();
-    while std::fs::read_to_string(&runtime).unwrap().trim() != "-1" {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "rt-runtime was not applied"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // Let it reach the hold, then stop it like `kill` does.
-    std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: kill with the pid of our own child and a valid signal number.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = child.wait_with_output().unwrap();
+    let out = hold_then_stop(&dir, "rt-runtime", libc::SIGTERM, || {
+        std::fs::read_to_string(&runtime).unwrap().trim() == "-1"
+    });
     let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
     assert_eq!(
         std::fs::read_to_string(&runtime).unwrap(),
         "950000\n",
@@ -286,25 +290,9 @@ fn apply_is_undone_on_sigterm() {
     assert!(stderr.contains("holding rt-runtime"), "{stderr}");
 
     // The governor too, and SIGINT (Ctrl-C) works the same way.
-    let child = doctor_on(&dir)
-        .args(["--apply", "governor", "--hold", "60s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while governor(&dir, 0) != "performance" {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "governor was not applied"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
+    hold_then_stop(&dir, "governor", libc::SIGINT, || {
+        governor(&dir, 0) == "performance"
+    });
     assert_eq!(
         (governor(&dir, 0), governor(&dir, 1)),
         ("powersave".into(), "powersave".into())
@@ -358,27 +346,16 @@ fn bad_input_is_a_usage_error() {
         ),
     ];
     for (args, message) in cases {
-        let out = xrunlab().arg("doctor").args(&args).output().unwrap();
-        let (_, stderr) = text(&out);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        let args: Vec<&str> = std::iter::once("doctor")
+            .chain(args.iter().map(String::as_str))
+            .collect();
+        usage_error(&args, &[message]);
     }
 }
 
 #[test]
 fn a_run_records_topology_idle_states_and_frequencies() {
-    let dir = scratch("doctor-run-system");
-    let path = dir.join("r.json");
-    crate::run_ok(&[
-        "run",
-        "--quiet",
-        "--duration",
-        "1s",
-        "--json",
-        path.to_str().unwrap(),
-    ]);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let (_, v) = run_json("doctor-run-system", &["--duration", "1s"]);
     let system = &v["system"];
     let cpus = xrunlab_sys::cpu::online_cpus(xrunlab_sys::default_sys_root()).len();
     assert_eq!(system["topology"].as_array().unwrap().len(), cpus);

@@ -1,19 +1,6 @@
 //! Every invalid flag value is a usage error: exit code 2 and a message naming the flag and what is allowed.
 
-use crate::xrunlab;
-
-fn usage_error(args: &[&str], expect: &[&str]) {
-    let out = xrunlab().args(args).output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "xrunlab {args:?}: {stderr}");
-    for e in expect {
-        assert!(
-            stderr.contains(e),
-            "xrunlab {args:?}: expected {e:?} in {stderr:?}"
-        );
-    }
-    assert!(!stderr.contains("panicked"), "{stderr}");
-}
+use crate::{usage_error, xrunlab};
 
 /// The command line and the dashboard API read one table of ranges: the same out-of-range
 /// value is refused by both, with the same allowed range.

@@ -1,35 +1,24 @@
 //! `run --explain` and `run --trace` on the real kernel: an RT hog on the audio CPU is named in a dropout's card, an injected stall is blamed on the engine's own render, no privileges means a stated reason and a finished run, the Perfetto file holds a render slice per buffer and thread and an instant per dropout, SIGTERM leaves a valid trace and no tracing state, a full disk ends the trace with a warning. The root tests run one at a time (they share CPU 1).
 
-use crate::{run_ok, scratch, xrunlab};
+use crate::child::{output_as_nobody, require_root, spawn_run, stop_ok, wait_ok};
+use crate::{json, partials, run_json, run_ok, scratch, xrunlab};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use xrunlab_testkit::{reap, RtHog};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const HOG_CPU: usize = 1;
 const HOG_NS: u64 = 20_000_000;
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+/// Fails loudly without root, then waits for the other root tests: they take turns, sharing
+/// CPU 1.
+fn root_turn() -> std::sync::MutexGuard<'static, ()> {
+    require_root();
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
-}
-
-fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "needs root and perf tracepoints: run as root (test.sh runs ignored tests with --include-ignored)"
-    );
 }
 
 /// Fails loudly when the tracer did not run: these tests are about its cards.
@@ -41,85 +30,15 @@ fn require_tracer(r: &Value) {
     );
 }
 
-/// Forks a child named `xrl-hog` that pins itself to CPU 1 at SCHED_FIFO 90 (above the audio
-/// threads' 70) and spins 20 ms. It is reaped by [`reap`] after the run, so that while the run
-/// builds its cards the hog is still in procfs (a zombie) with its name and policy.
-fn fork_hog() -> i32 {
-    // SAFETY: the child only makes raw system calls (prctl, sched_setaffinity,
-    // sched_setscheduler, clock_gettime, _exit): no allocation or lock that another thread of
-    // this process could have held at fork time.
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            libc::prctl(
-                libc::PR_SET_NAME,
-                c"xrl-hog".as_ptr() as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(HOG_CPU, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                libc::_exit(4);
-            }
-            let param = libc::sched_param { sched_priority: 90 };
-            if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
-                libc::_exit(3);
-            }
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-            let start = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-            loop {
-                libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-                if ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64 >= start + HOG_NS {
-                    libc::_exit(0);
-                }
-            }
-        }
-        pid
-    }
-}
-
-fn reap(pid: i32) -> i32 {
-    let mut status = 0;
-    // SAFETY: waiting for our own child; `status` is a valid out pointer.
-    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(rc, pid, "waitpid");
-    status
-}
-
-fn signal(child: &Child, signal: i32) {
-    // SAFETY: kill with the pid of our own child and a valid signal number.
-    let rc = unsafe { libc::kill(child.id() as i32, signal) };
-    assert_eq!(rc, 0, "kill({signal})");
-}
-
-fn spawn_run(args: &[&str]) -> Child {
-    xrunlab()
-        .args(["run", "--quiet"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_output(child: Child) -> std::process::Output {
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "xrunlab failed ({:?}): {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    out
-}
+/// A child named `xrl-hog` that pins itself to CPU 1 at SCHED_FIFO 90 (above the audio
+/// threads' 70) and spins 20 ms. It is reaped after the run, so that while the run builds its
+/// cards the hog is still in procfs (a zombie) with its name and policy.
+const HOG: RtHog = RtHog {
+    name: c"xrl-hog",
+    cpu: HOG_CPU,
+    priority: 90,
+    spin_ns: HOG_NS,
+};
 
 fn dropouts(r: &Value) -> &Vec<Value> {
     r["dropouts"]
@@ -130,8 +49,7 @@ fn dropouts(r: &Value) -> &Vec<Value> {
 #[test]
 #[ignore = "needs root and perf tracepoints"]
 fn an_rt_hog_on_the_audio_cpu_is_named_as_the_main_culprit() {
-    require_root();
-    let _serial = serial();
+    let _turn = root_turn();
     let dir = scratch("explain-hog");
     let j = dir.join("r.json");
     // One audio thread pinned to CPU 1 (SCHED_FIFO 70): the hog cannot be dodged.
@@ -153,10 +71,10 @@ fn an_rt_hog_on_the_audio_cpu_is_named_as_the_main_culprit() {
     std::thread::sleep(Duration::from_millis(1200));
     let mut hogs = Vec::new();
     for _ in 0..4 {
-        hogs.push(fork_hog());
+        hogs.push(HOG.fork());
         std::thread::sleep(Duration::from_millis(500));
     }
-    let out = wait_output(child);
+    let out = wait_ok(child, Duration::from_secs(60));
     for &pid in &hogs {
         let status = reap(pid);
         assert_eq!(
@@ -237,24 +155,19 @@ fn an_rt_hog_on_the_audio_cpu_is_named_as_the_main_culprit() {
 #[test]
 #[ignore = "needs root and perf tracepoints"]
 fn an_injected_stall_is_blamed_on_the_engines_own_render() {
-    require_root();
-    let _serial = serial();
-    let dir = scratch("explain-stall");
-    let j = dir.join("r.json");
-    let out = run_ok(&[
-        "run",
-        "--quiet",
-        "--explain",
-        "--stall",
-        "8ms",
-        "--stall-every",
-        "300ms",
-        "--duration",
-        "3s",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let r = json(&j);
+    let _turn = root_turn();
+    let (stdout, r) = run_json(
+        "explain-stall",
+        &[
+            "--explain",
+            "--stall",
+            "8ms",
+            "--stall-every",
+            "300ms",
+            "--duration",
+            "3s",
+        ],
+    );
     require_tracer(&r);
     let stalled: Vec<&Value> = dropouts(&r)
         .iter()
@@ -296,7 +209,6 @@ fn an_injected_stall_is_blamed_on_the_engines_own_render() {
             "ran {ran_long_us} µs longer than its median: {card:#}"
         );
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("late: driver ran") && stdout.contains("injected stall (8.00 ms)"),
         "{stdout}"
@@ -307,20 +219,11 @@ fn an_injected_stall_is_blamed_on_the_engines_own_render() {
 #[test]
 #[ignore = "needs root: drops to user nobody with setpriv (test.sh runs it with --include-ignored)"]
 fn without_tracing_rights_the_run_completes_and_says_why() {
-    require_root();
     let dir = scratch("explain-nobody");
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let j = dir.join("r.json");
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_xrunlab"))
-        .args([
+    let out = output_as_nobody(
+        &dir,
+        &[
             "run",
             "--quiet",
             "--explain",
@@ -332,9 +235,8 @@ fn without_tracing_rights_the_run_completes_and_says_why() {
             "300ms",
             "--json",
             j.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -387,8 +289,7 @@ fn trace_contents(trace: &Value) -> (HashMap<i64, u64>, Vec<&Value>) {
 #[test]
 #[ignore = "needs root and perf tracepoints"]
 fn the_perfetto_trace_has_a_render_per_buffer_and_thread_and_every_dropout() {
-    require_root();
-    let _serial = serial();
+    let _turn = root_turn();
     let dir = scratch("explain-trace");
     let (j, t) = (dir.join("r.json"), dir.join("t.json"));
     run_ok(&[
@@ -467,8 +368,7 @@ fn perf_fds(pid: u32) -> usize {
 #[test]
 #[ignore = "needs root and perf tracepoints"]
 fn sigterm_leaves_a_valid_trace_and_no_tracing_state() {
-    require_root();
-    let _serial = serial();
+    let _turn = root_turn();
     let dir = scratch("explain-sigterm");
     let (j, t) = (dir.join("r.json"), dir.join("t.json"));
     let child = spawn_run(&[
@@ -487,8 +387,7 @@ fn sigterm_leaves_a_valid_trace_and_no_tracing_state() {
     }
     assert!(perf_fds(pid) > 0, "the run traces with perf events");
     std::thread::sleep(Duration::from_millis(1500));
-    signal(&child, libc::SIGTERM);
-    let out = wait_output(child);
+    let out = stop_ok(child, libc::SIGTERM, Duration::from_secs(60));
     let r = json(&j);
     require_tracer(&r);
     assert!(
@@ -506,11 +405,7 @@ fn sigterm_leaves_a_valid_trace_and_no_tracing_state() {
         "the trace holds the run's buffers: {renders:?}"
     );
     assert_eq!(r["trace"]["complete"], true, "{}", r["trace"]);
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".partial"))
-        .collect();
+    let left = partials(&dir);
     assert!(left.is_empty(), "no in-progress file is left: {left:?}");
     // The tracer used perf_event_open only: the kernel freed its rings with the process, and
     // no tracefs instance of ours exists (also none left by any earlier run).

@@ -1,6 +1,8 @@
 //! The experiments (`probe`, `sweep`, `capacity`) end to end in `--quick` mode: the figures they write obey the properties the measurement guarantees, and bad ranges are usage errors.
 
-use crate::{run_ok, scratch, xrunlab};
+use crate::child::{spawn, stop_ok};
+use crate::{json, run_ok, scratch, usage_error};
+use std::time::Duration;
 
 /// The capacity search saturates both CPUs with real-time threads on purpose; the buffer sweep
 /// measures wake-up rates. They take turns so one does not measure the other.
@@ -10,19 +12,12 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     SATURATING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// Asserts exit code 2 and that stderr names `flag` and `allowed`.
-fn usage_error(args: &[&str], flag: &str, allowed: &str) {
-    let out = xrunlab().args(args).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-    assert!(
-        err.contains(flag) && err.contains(allowed),
-        "{args:?} should name {flag} and {allowed}: {err}"
-    );
+/// `command FLAG VALUE` is a usage error naming the flag and what is allowed, for each
+/// (flag, value, allowed).
+fn bad_values(command: &[&str], cases: &[(&str, &str, &str)]) {
+    for &(flag, value, allowed) in cases {
+        usage_error(&[command, &[flag, value]].concat(), &[flag, allowed]);
+    }
 }
 
 #[test]
@@ -118,57 +113,34 @@ fn wakeup_probe_counts_every_loop_and_writes_cyclictests_histogram_layout() {
 
 #[test]
 fn wakeup_probe_ranges_are_usage_errors_naming_the_flag() {
-    usage_error(
-        &["probe", "wakeup", "--threads", "0"],
-        "--threads",
-        "1..=256",
-    );
-    usage_error(
-        &["probe", "wakeup", "--interval", "1us"],
-        "--interval",
-        "10us..=10s",
-    );
-    usage_error(
-        &["probe", "wakeup", "--priority", "0"],
-        "--priority",
-        "1..=99",
-    );
-    usage_error(
-        &["probe", "wakeup", "--cpus", "999"],
-        "--cpus",
-        "online CPUs",
+    bad_values(
+        &["probe", "wakeup"],
+        &[
+            ("--threads", "0", "1..=256"),
+            ("--interval", "1us", "10us..=10s"),
+            ("--priority", "0", "1..=99"),
+            ("--cpus", "999", "online CPUs"),
+        ],
     );
 }
 
 #[test]
 fn sigterm_during_the_wakeup_probe_writes_the_loops_done_so_far_marked_incomplete() {
-    use std::process::Stdio;
     let dir = scratch("lab-wakeup-term");
     let j = dir.join("w.json");
-    let child = xrunlab()
-        .args([
-            "probe",
-            "wakeup",
-            "--quiet",
-            "--policy",
-            "other",
-            "--duration",
-            "60s",
-            "--json",
-        ])
-        .arg(&j)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    crate::lost::signal(&child, libc::SIGTERM);
-    let out = crate::lost::wait_within(child, std::time::Duration::from_secs(10));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let child = spawn(&[
+        "probe",
+        "wakeup",
+        "--quiet",
+        "--policy",
+        "other",
+        "--duration",
+        "60s",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    stop_ok(child, libc::SIGTERM, Duration::from_secs(10));
     let r = json(&j);
     assert_eq!(r["incomplete"], true);
     assert!(
@@ -239,15 +211,12 @@ fn sleep_probe_finds_busy_polling_costlier_than_clock_nanosleep_and_names_a_verd
 
 #[test]
 fn sleep_probe_ranges_are_usage_errors_naming_the_flag() {
-    usage_error(
-        &["probe", "sleep", "--intervals", "5us"],
-        "--intervals",
-        "10us..=10ms",
-    );
-    usage_error(
-        &["probe", "sleep", "--per-point", "1ms"],
-        "--per-point",
-        "20ms..=60s",
+    bad_values(
+        &["probe", "sleep"],
+        &[
+            ("--intervals", "5us", "10us..=10ms"),
+            ("--per-point", "1ms", "20ms..=60s"),
+        ],
     );
 }
 
@@ -338,11 +307,7 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
         "energy source stated honestly: {energy}"
     );
     assert_eq!(std::fs::read_to_string(&c).unwrap().lines().count(), 9);
-    usage_error(
-        &["sweep", "threads", "--max-threads", "0"],
-        "--max-threads",
-        "1..=256",
-    );
+    bad_values(&["sweep", "threads"], &[("--max-threads", "0", "1..=256")]);
 }
 
 #[test]
@@ -429,10 +394,9 @@ fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread
 
 #[test]
 fn buffer_sweep_rejects_a_buffer_that_is_not_a_power_of_two() {
-    usage_error(
-        &["sweep", "buffer", "--buffers", "64,100"],
-        "--buffers",
-        "powers of two 16..=4096",
+    bad_values(
+        &["sweep", "buffer"],
+        &[("--buffers", "64,100", "powers of two 16..=4096")],
     );
 }
 
@@ -519,18 +483,14 @@ fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it()
 
 #[test]
 fn capacity_rejects_bad_presets_and_repeats() {
-    usage_error(&["capacity", "--repeats", "0"], "--repeats", "1..=100");
-    usage_error(
-        &["capacity", "--burst-load", "120"],
-        "--burst-load",
-        "0..=100",
+    bad_values(
+        &["capacity"],
+        &[
+            ("--repeats", "0", "1..=100"),
+            ("--burst-load", "120", "0..=100"),
+        ],
     );
-    let out = xrunlab()
-        .args(["capacity", "--presets", "fast"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("standard"));
+    usage_error(&["capacity", "--presets", "fast"], &["standard"]);
 }
 
 #[test]
@@ -570,7 +530,6 @@ fn report_inlines_the_dashboards_chart_module_and_the_results_and_refuses_other_
             "--out",
             html.to_str().unwrap(),
         ],
-        "schema",
-        "xrunlab.run/1, xrunlab.lab/1",
+        &["schema", "xrunlab.run/1, xrunlab.lab/1"],
     );
 }

@@ -1,53 +1,21 @@
 //! Nothing measured is lost when a run ends badly: SIGTERM and SIGHUP end `run`, `render` and the dashboard cleanly; `kill -9` leaves a checkpoint and never destroys an earlier result; result paths are checked before a run starts.
 
-use crate::{run_ok, scratch, xrunlab};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use crate::child::{kill_9, piped, spawn_dashboard, spawn_long_run, stop_ok};
+use crate::{json, partials, run_json, run_json_csv, run_ok, scratch, xrunlab};
+use std::path::Path;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-fn json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap();
-    serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("{} is not valid JSON ({e}): {text}", path.display()))
-}
-
-pub(crate) fn signal(child: &Child, signal: i32) {
-    // SAFETY: kill with the pid of our own child and a valid signal number.
-    let rc = unsafe { libc::kill(child.id() as i32, signal) };
-    assert_eq!(rc, 0, "kill({signal})");
-}
-
-/// Waits for the child to exit, failing the test (and killing it) after `limit`.
-pub(crate) fn wait_within(mut child: Child, limit: Duration) -> Output {
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            panic!("xrunlab did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn spawn_run(args: &[&str]) -> Child {
-    xrunlab()
-        .args(["run", "--quiet"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-/// Files in `dir` whose name ends with `.partial`.
-fn partials(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().ends_with(".partial"))
-        .collect()
+/// Starts an hour-long render into `wav` with `extra` flags: one SCHED_OTHER thread, about 10x
+/// real time on this machine, without starving the tests that run beside it.
+fn spawn_long_render(wav: &Path, extra: &[&str]) -> Child {
+    piped(
+        xrunlab()
+            .args(["render", "--duration", "3600s", "--sines", "300"])
+            .args(["--threads", "1", "--no-rt", "--out"])
+            .arg(wav)
+            .args(extra),
+    )
 }
 
 /// Checks that every row of a CSV has the header's column count; returns the data rows.
@@ -74,23 +42,9 @@ fn sigterm_and_sighup_end_a_run_cleanly_and_keep_both_files() {
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
         let dir = scratch(&format!("signal-{name}"));
         let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
-        let child = spawn_run(&[
-            "--duration",
-            "60s",
-            "--json",
-            j.to_str().unwrap(),
-            "--csv",
-            c.to_str().unwrap(),
-        ]);
+        let child = spawn_long_run(&j, &c);
         std::thread::sleep(Duration::from_millis(1500));
-        signal(&child, sig);
-        let out = wait_within(child, Duration::from_secs(20));
-        assert!(
-            out.status.success(),
-            "{name}: exit status {:?}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = stop_ok(child, sig, Duration::from_secs(20));
         let r = json(&j);
         let reason = r["end"]["reason"].as_str().unwrap();
         assert!(
@@ -120,14 +74,7 @@ fn sigterm_and_sighup_end_a_run_cleanly_and_keep_both_files() {
 fn kill_9_during_a_long_run_leaves_a_valid_checkpoint_and_the_rows() {
     let dir = scratch("kill9-checkpoint");
     let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
-    let child = spawn_run(&[
-        "--duration",
-        "60s",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
+    let child = spawn_long_run(&j, &c);
     let t0 = Instant::now();
     // The first checkpoint is due 10 s after the engine started; kill a little after it.
     while !j.exists() && t0.elapsed() < Duration::from_secs(30) {
@@ -135,12 +82,7 @@ fn kill_9_during_a_long_run_leaves_a_valid_checkpoint_and_the_rows() {
     }
     assert!(j.exists(), "a checkpoint appeared within 30 s");
     std::thread::sleep(Duration::from_millis(2500));
-    signal(&child, libc::SIGKILL);
-    let out = wait_within(child, Duration::from_secs(10));
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&out.status),
-        Some(libc::SIGKILL)
-    );
+    kill_9(child);
     let r = json(&j);
     let reason = r["end"]["reason"].as_str().unwrap();
     assert!(
@@ -180,17 +122,9 @@ fn kill_9_before_the_first_checkpoint_leaves_the_previous_files_intact() {
     let old_csv = "epoch,seq\n0,0\n";
     std::fs::write(&j, old_json).unwrap();
     std::fs::write(&c, old_csv).unwrap();
-    let child = spawn_run(&[
-        "--duration",
-        "60s",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
+    let child = spawn_long_run(&j, &c);
     std::thread::sleep(Duration::from_millis(2500));
-    signal(&child, libc::SIGKILL);
-    wait_within(child, Duration::from_secs(10));
+    kill_9(child);
     assert_eq!(std::fs::read_to_string(&j).unwrap(), old_json);
     assert_eq!(
         json(&j)["earlier"],
@@ -237,36 +171,9 @@ fn result_paths_in_a_missing_directory_fail_before_the_run_starts() {
 fn sigterm_ends_a_render_cleanly_with_a_readable_wav() {
     let dir = scratch("render-sigterm");
     let (wav, j) = (dir.join("chord.wav"), dir.join("r.json"));
-    let child = xrunlab()
-        .args([
-            "render",
-            "--duration",
-            "3600s",
-            // One SCHED_OTHER thread: about 10x real time on this machine,
-            // without starving the tests that run beside it.
-            "--sines",
-            "300",
-            "--threads",
-            "1",
-            "--no-rt",
-            "--out",
-            wav.to_str().unwrap(),
-            "--json",
-            j.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_long_render(&wav, &["--json", j.to_str().unwrap()]);
     std::thread::sleep(Duration::from_millis(1500));
-    signal(&child, libc::SIGTERM);
-    let out = wait_within(child, Duration::from_secs(30));
-    assert!(
-        out.status.success(),
-        "{:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stop_ok(child, libc::SIGTERM, Duration::from_secs(30));
     let reason = json(&j)["end"]["reason"].as_str().unwrap().to_owned();
     assert!(reason.contains("interrupted by SIGTERM"), "{reason}");
     let reader = hound::WavReader::open(&wav).unwrap();
@@ -282,28 +189,9 @@ fn kill_9_during_a_render_keeps_the_earlier_wav_and_a_readable_partial_one() {
     let dir = scratch("render-kill9");
     let wav = dir.join("chord.wav");
     std::fs::write(&wav, b"an earlier render").unwrap();
-    let child = xrunlab()
-        .args([
-            "render",
-            "--duration",
-            "3600s",
-            // One SCHED_OTHER thread: about 10x real time on this machine,
-            // without starving the tests that run beside it.
-            "--sines",
-            "300",
-            "--threads",
-            "1",
-            "--no-rt",
-            "--out",
-            wav.to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let child = spawn_long_render(&wav, &[]);
     std::thread::sleep(Duration::from_millis(2500));
-    signal(&child, libc::SIGKILL);
-    wait_within(child, Duration::from_secs(10));
+    kill_9(child);
     assert_eq!(std::fs::read(&wav).unwrap(), b"an earlier render");
     let partial = partials(&dir);
     assert_eq!(partial.len(), 1, "{partial:?}");
@@ -318,45 +206,21 @@ fn kill_9_during_a_render_keeps_the_earlier_wav_and_a_readable_partial_one() {
 #[test]
 fn the_dashboard_stops_cleanly_on_sigterm_and_sighup() {
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
-        let mut child = xrunlab()
-            .args(["dashboard", "--port", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.contains("http://127.0.0.1:"), "{name}: {line}");
-        signal(&child, sig);
-        let out = wait_within(child, Duration::from_secs(20));
+        let (child, url) = spawn_dashboard(&[]);
+        assert!(url.starts_with("http://127.0.0.1:"), "{name}: {url}");
+        let out = stop_ok(child, sig, Duration::from_secs(20));
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{name}: {:?}: {stderr}", out.status);
         assert!(stderr.contains(&format!("{name} received")), "{stderr}");
     }
 }
 
 #[test]
 fn the_driver_spin_is_a_setting_reported_in_the_results() {
-    let dir = scratch("spin");
-    let j = dir.join("r.json");
-    let out = run_ok(&[
-        "run",
-        "--duration",
-        "300ms",
-        "--quiet",
-        "--driver-spin",
-        "100",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, r) = run_json("spin", &["--duration", "300ms", "--driver-spin", "100"]);
     assert!(
         stdout.contains("driver spin before sleeping: 100 µs"),
         "{stdout}"
     );
-    let r = json(&j);
     assert_eq!(r["config"]["driver_spin_us"], 100);
     assert_eq!(r["preset"], "custom", "a spin is no preset's");
     let out = run_ok(&[
@@ -376,33 +240,26 @@ fn the_driver_spin_is_a_setting_reported_in_the_results() {
 
 #[test]
 fn a_hung_worker_shows_as_incomplete_renders_naming_it() {
-    let dir = scratch("hang");
-    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
-    let out = run_ok(&[
-        "run",
-        "--duration",
-        "2s",
-        "--quiet",
-        "--threads",
-        "3",
-        "--sines",
-        "300",
-        "--chunk-size",
-        "16",
-        "--hang-worker",
-        "2",
-        "--hang",
-        "40ms",
-        "--hang-every",
-        "500ms",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, r, csv) = run_json_csv(
+        "hang",
+        &[
+            "--duration",
+            "2s",
+            "--threads",
+            "3",
+            "--sines",
+            "300",
+            "--chunk-size",
+            "16",
+            "--hang-worker",
+            "2",
+            "--hang",
+            "40ms",
+            "--hang-every",
+            "500ms",
+        ],
+    );
     assert!(stdout.contains("incomplete worker 2:"), "{stdout}");
-    let r = json(&j);
     let incomplete = r["summary"]["incomplete_renders"].as_u64().unwrap();
     assert!(
         incomplete >= 10,
@@ -421,7 +278,6 @@ fn a_hung_worker_shows_as_incomplete_renders_naming_it() {
         unfinished2 >= 10 && unfinished2 <= incomplete,
         "worker 2 unfinished in {unfinished2} of {incomplete} incomplete renders"
     );
-    let csv = std::fs::read_to_string(&c).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let col = header
         .iter()

@@ -1,5 +1,6 @@
 //! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark, the dashboard's access flags, the doctor; one test binary.
 
+mod child;
 mod dashboard;
 mod doctor;
 mod errors;
@@ -17,6 +18,7 @@ pub fn xrunlab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_xrunlab"))
 }
 
+/// Runs `xrunlab args` to its end and asserts exit status 0.
 pub fn run_ok(args: &[&str]) -> Output {
     let out = xrunlab().args(args).output().expect("xrunlab runs");
     assert!(
@@ -26,6 +28,72 @@ pub fn run_ok(args: &[&str]) -> Output {
         String::from_utf8_lossy(&out.stdout)
     );
     out
+}
+
+/// Runs `xrunlab run --quiet args --json FILE` to its end (status 0), FILE in a fresh scratch
+/// directory called `name`; returns its standard output and the JSON result.
+pub fn run_json(name: &str, args: &[&str]) -> (String, serde_json::Value) {
+    let (stdout, result, _) = run_in(name, args, false);
+    (stdout, result)
+}
+
+/// [`run_json`] with `--csv FILE` too; also returns the CSV's text.
+pub fn run_json_csv(name: &str, args: &[&str]) -> (String, serde_json::Value, String) {
+    let (stdout, result, csv) = run_in(name, args, true);
+    (stdout, result, csv.unwrap())
+}
+
+fn run_in(name: &str, args: &[&str], csv: bool) -> (String, serde_json::Value, Option<String>) {
+    let dir = scratch(name);
+    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
+    let mut run = [
+        &["run", "--quiet"][..],
+        args,
+        &["--json", j.to_str().unwrap()],
+    ]
+    .concat();
+    if csv {
+        run.extend(["--csv", c.to_str().unwrap()]);
+    }
+    let out = run_ok(&run);
+    let text = csv.then(|| std::fs::read_to_string(&c).unwrap());
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        json(&j),
+        text,
+    )
+}
+
+/// Asserts that `xrunlab args` is a usage error: exit code 2, no panic, and every string of
+/// `expect` (the flag, what is allowed) in its standard error.
+pub fn usage_error(args: &[&str], expect: &[&str]) {
+    let out = xrunlab().args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "xrunlab {args:?}: {stderr}");
+    for e in expect {
+        assert!(
+            stderr.contains(e),
+            "xrunlab {args:?}: expected {e:?} in {stderr:?}"
+        );
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// A JSON file the binary wrote.
+pub fn json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid JSON ({e}): {text}", path.display()))
+}
+
+/// Files in `dir` whose name ends with `.partial` (a result still being written).
+pub fn partials(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".partial"))
+        .collect()
 }
 
 /// A fresh scratch directory for one test.

@@ -1,33 +1,24 @@
 //! `xrunlab run` end to end: the JSON and CSV it writes, scripted bursts, and Ctrl-C keeping what was measured.
 
-use crate::{run_ok, scratch, xrunlab};
+use crate::child::{output_as_nobody, spawn_long_run, stop_ok};
+use crate::{json, run_json, run_json_csv, run_ok, scratch};
 use std::time::Duration;
-
-fn json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 #[test]
 fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
-    let dir = scratch("run");
-    let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
-    let out = run_ok(&[
+    let (stdout, r, csv) = run_json_csv(
         "run",
-        "--duration",
-        "2s",
-        "--sines",
-        "300",
-        "--burst-sines",
-        "500",
-        "--burst-every",
-        "500ms",
-        "--quiet",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        &[
+            "--duration",
+            "2s",
+            "--sines",
+            "300",
+            "--burst-sines",
+            "500",
+            "--burst-every",
+            "500ms",
+        ],
+    );
     for needle in [
         "buffers",
         "dropouts",
@@ -46,7 +37,6 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
             "summary lacks {needle:?}:\n{stdout}"
         );
     }
-    let r = json(&j);
     assert_eq!(r["schema"], "xrunlab.run/1");
     let p = &r["provenance"];
     for key in [
@@ -114,7 +104,6 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
     assert!(threads
         .iter()
         .all(|t| t["sched"]["obtained"].as_str().is_some()));
-    let csv = std::fs::read_to_string(&c).unwrap();
     assert_eq!(
         csv.lines().count() as u64,
         buffers + 1,
@@ -125,22 +114,9 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
 
 #[test]
 fn refused_real_time_settings_are_reported_not_fatal() {
-    let dir = scratch("refused");
-    let j = dir.join("r.json");
     // uclamp (work interval) is not supported by this kernel; a deadline with
     // pinning conflicts. Both must be reported with what was used instead.
-    let out = run_ok(&[
-        "run",
-        "--duration",
-        "500ms",
-        "--quiet",
-        "--deadline",
-        "--pin",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let r = json(&j);
+    let (stdout, r) = run_json("refused", &["--duration", "500ms", "--deadline", "--pin"]);
     let warnings = r["scheduling"]["warnings"].as_array().unwrap();
     assert!(!warnings.is_empty(), "{stdout}");
     for w in warnings {
@@ -154,30 +130,9 @@ fn refused_real_time_settings_are_reported_not_fatal() {
 fn ctrl_c_ends_the_run_cleanly_and_keeps_the_data() {
     let dir = scratch("sigint");
     let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
-    let child = xrunlab()
-        .args([
-            "run",
-            "--duration",
-            "60s",
-            "--quiet",
-            "--json",
-            j.to_str().unwrap(),
-            "--csv",
-            c.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_long_run(&j, &c);
     std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: kill with a valid pid and signal number.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stop_ok(child, libc::SIGINT, Duration::from_secs(30));
     let r = json(&j);
     assert!(r["end"]["reason"].as_str().unwrap().contains("Ctrl-C"));
     let buffers = r["summary"]["buffers"].as_u64().unwrap();
@@ -210,35 +165,19 @@ fn bench_prints_both_kernels_and_the_engine_overhead() {
 #[test]
 #[ignore = "needs root: drops to user nobody with setpriv (test.sh runs it with --include-ignored)"]
 fn without_privileges_real_time_is_refused_with_a_warning_and_the_run_goes_on() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(
-        euid, 0,
-        "this test needs root to drop to an unprivileged user"
-    );
     let dir = scratch("nobody");
-    // The unprivileged user must be able to write the result.
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let j = dir.join("r.json");
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=nobody",
-            "--regid=nogroup",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
-        .arg("--")
-        .arg(env!("CARGO_BIN_EXE_xrunlab"))
-        .args([
+    let out = output_as_nobody(
+        &dir,
+        &[
             "run",
             "--duration",
             "500ms",
             "--quiet",
             "--json",
             j.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -1,10 +1,8 @@
 //! `xrunlab bench soak`: a short soak on each path samples resident memory at the start, every period and the end, writes its JSON, removes its temporary CSV, and refuses bad flags with exit code 2.
 
-use crate::{run_ok, scratch, xrunlab};
-
-fn json(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
+use crate::child::{spawn, stop_ok};
+use crate::{json, run_ok, scratch, usage_error};
+use std::time::Duration;
 
 /// Samples are at the start, after each period and at the end, in order, each with an RSS.
 fn check_samples(r: &serde_json::Value, periods: usize) -> &Vec<serde_json::Value> {
@@ -28,10 +26,10 @@ fn check_samples(r: &serde_json::Value, periods: usize) -> &Vec<serde_json::Valu
     samples
 }
 
-#[test]
-fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
-    let dir = scratch("soak-run");
-    let j = dir.join("soak.json");
+/// A 3 s soak sampled every second, with `flag` (`--csv` or `--dashboard`); its standard output
+/// and JSON.
+fn short_soak(name: &str, flag: &str) -> (String, serde_json::Value) {
+    let j = scratch(name).join("soak.json");
     let out = run_ok(&[
         "bench",
         "soak",
@@ -39,14 +37,32 @@ fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
         "3s",
         "--sample-every",
         "1s",
-        "--csv",
+        flag,
         "--json",
         j.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    (String::from_utf8_lossy(&out.stdout).into_owned(), json(&j))
+}
+
+/// The CSV rows went to a temporary file (named on the summary's `csv:` line) that is gone now.
+fn assert_csv_removed(stdout: &str) {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("csv:"))
+        .unwrap_or_else(|| panic!("no csv: line in {stdout}"));
+    let path = line.split(" written to ").nth(1).unwrap();
+    let path = path.split(" (removed").next().unwrap();
+    assert!(
+        !std::path::Path::new(path).exists(),
+        "{path} should be removed"
+    );
+}
+
+#[test]
+fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
+    let (stdout, r) = short_soak("soak-run", "--csv");
     assert!(stdout.contains("RSS MB"), "{stdout}");
     assert!(stdout.contains("target under 2 MB"), "{stdout}");
-    let r = json(&j);
     assert_eq!(r["schema"], "xrunlab.soak/1");
     assert_eq!(r["path"], "run");
     assert_eq!(r["config"]["buffer_frames"], 32, "32 frames by default");
@@ -66,34 +82,13 @@ fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
         "{}",
         r["summary"]
     );
-    // The CSV rows went to a temporary file that is gone now.
-    let line = stdout.lines().find(|l| l.starts_with("csv:")).unwrap();
-    let path = line.split(" written to ").nth(1).unwrap();
-    let path = path.split(" (removed").next().unwrap();
-    assert!(
-        !std::path::Path::new(path).exists(),
-        "{path} should be removed"
-    );
+    assert_csv_removed(&stdout);
 }
 
 #[test]
 fn a_short_soak_on_the_dashboard_path_reads_frames_over_a_websocket() {
-    let dir = scratch("soak-dash");
-    let j = dir.join("soak.json");
-    let out = run_ok(&[
-        "bench",
-        "soak",
-        "--dashboard",
-        "--duration",
-        "3s",
-        "--sample-every",
-        "1s",
-        "--json",
-        j.to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, r) = short_soak("soak-dash", "--dashboard");
     assert!(stdout.contains("WebSocket reader received"), "{stdout}");
-    let r = json(&j);
     assert_eq!(r["path"], "dashboard");
     check_samples(&r, 2);
     // About 30 frames a second; a loaded machine may publish fewer, never none.
@@ -114,11 +109,7 @@ fn bad_soak_flags_are_usage_errors() {
         (&["bench", "soak", "--csv", "--dashboard"], "--dashboard"),
     ];
     for (args, flag) in cases {
-        let out = xrunlab().args(*args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "xrunlab {args:?}: {stderr}");
-        assert!(stderr.contains(flag), "xrunlab {args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        usage_error(args, &[flag]);
     }
 }
 
@@ -126,43 +117,25 @@ fn bad_soak_flags_are_usage_errors() {
 fn sigterm_ends_a_soak_early_with_its_samples_and_without_its_csv() {
     let dir = scratch("soak-term");
     let j = dir.join("soak.json");
-    let child = xrunlab()
-        .args([
-            "bench",
-            "soak",
-            "--duration",
-            "10m",
-            "--sample-every",
-            "1s",
-            "--csv",
-            "--json",
-            j.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    // SAFETY: kill only sends a signal to the child this test started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = child.wait_with_output().unwrap();
+    let child = spawn(&[
+        "bench",
+        "soak",
+        "--duration",
+        "10m",
+        "--sample-every",
+        "1s",
+        "--csv",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(2500));
+    let out = stop_ok(child, libc::SIGTERM, Duration::from_secs(30));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let r = json(&j);
     assert_eq!(r["complete"], false, "{r}");
     assert!(r["end"].as_str().unwrap().contains("interrupted"), "{r}");
     // The start sample, about two periodic ones and the one at the end.
     assert!(r["samples"].as_array().unwrap().len() >= 3, "{r}");
     assert!(r["summary"]["buffers"].as_u64().unwrap() > 500, "{r}");
-    let line = stdout.lines().find(|l| l.starts_with("csv:")).unwrap();
-    let path = line.split(" written to ").nth(1).unwrap();
-    let path = path.split(" (removed").next().unwrap();
-    assert!(
-        !std::path::Path::new(path).exists(),
-        "{path} should be removed"
-    );
+    assert_csv_removed(&stdout);
 }

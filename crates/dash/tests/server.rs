@@ -1,11 +1,17 @@
 //! Black-box tests of the dashboard server over real sockets: the same-origin guard and the access token (HTTP and WebSocket), API validation with nothing partially applied, telemetry frames, and the end of `Running` when the device fails. Each test runs a server on its own tokio runtime.
 
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
+use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use xrunlab_dash::{start, Access, DashError, DashOptions, DeviceFactory, Running, Token};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{
@@ -133,6 +139,18 @@ async fn send(port: u16, method: &str, path: &str, headers: &[(&str, &str)], bod
     }
 }
 
+/// PUT /api/config with `body` (and the test token); returns (status, body).
+async fn put_config(port: u16, body: &str) -> (u16, String) {
+    request(port, "PUT", "/api/config", &[], body).await
+}
+
+/// Makes the engine stall `stall_ms` every `every_ms` (PUT /api/fault), checking it took it.
+async fn inject_stalls(port: u16, stall_ms: u32, every_ms: u32) {
+    let fault = format!(r#"{{"stall_ms": {stall_ms}, "every_ms": {every_ms}}}"#);
+    let (status, body) = request(port, "PUT", "/api/fault", &[], &fault).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 fn json_of(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
@@ -143,59 +161,55 @@ async fn get_config(port: u16) -> Value {
     json_of(&body)
 }
 
-/// Opens a WebSocket with these extra headers (Origin, Authorization, Cookie); returns the
-/// status line's code and the stream (for reading frames).
-async fn ws_handshake(port: u16, headers: &[(&str, &str)]) -> (u16, TcpStream) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let mut req = format!(
-        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-    );
+/// A client's end of the dashboard's WebSocket.
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The `/ws` upgrade request with these extra headers (Origin, Authorization, Cookie).
+fn ws_request(port: u16, headers: &[(&str, &str)]) -> Request {
+    let mut req = format!("ws://127.0.0.1:{port}/ws")
+        .into_client_request()
+        .unwrap();
     for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
+        req.headers_mut().append(
+            HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
     }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    // Read the response head byte by byte so no frame bytes are consumed.
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut b = [0u8; 1];
-        if s.read(&mut b).await.unwrap() == 0 {
-            break;
-        }
-        head.push(b[0]);
-    }
-    let text = String::from_utf8_lossy(&head);
-    (
-        text.split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0),
-        s,
-    )
+    req
 }
 
-/// Reads one unmasked server text frame.
-async fn ws_text(s: &mut TcpStream) -> String {
-    let mut h = [0u8; 2];
-    s.read_exact(&mut h).await.unwrap();
-    assert_eq!(h[0] & 0x0f, 1, "a text frame");
-    let len = match h[1] & 0x7f {
-        126 => {
-            let mut l = [0u8; 2];
-            s.read_exact(&mut l).await.unwrap();
-            u64::from(u16::from_be_bytes(l))
-        }
-        127 => {
-            let mut l = [0u8; 8];
-            s.read_exact(&mut l).await.unwrap();
-            u64::from_be_bytes(l)
-        }
-        n => u64::from(n),
-    };
-    let mut payload = vec![0u8; usize::try_from(len).unwrap()];
-    s.read_exact(&mut payload).await.unwrap();
-    String::from_utf8(payload).unwrap()
+/// Opens a WebSocket with these extra headers; returns the handshake's status code and, when
+/// the server switched protocols, the socket (for reading frames).
+async fn ws_handshake(port: u16, headers: &[(&str, &str)]) -> (u16, Option<Ws>) {
+    match tokio_tungstenite::connect_async(ws_request(port, headers)).await {
+        Ok((ws, reply)) => (reply.status().as_u16(), Some(ws)),
+        Err(WsError::Http(reply)) => (reply.status().as_u16(), None),
+        Err(e) => panic!("WebSocket handshake on port {port} failed: {e}"),
+    }
+}
+
+/// A WebSocket upgrade's status (the socket is dropped).
+async fn ws_status(port: u16, headers: &[(&str, &str)]) -> u16 {
+    ws_handshake(port, headers).await.0
+}
+
+/// Opens a WebSocket with these extra headers, checking the server accepted it (101).
+async fn ws_open(port: u16, headers: &[(&str, &str)]) -> Ws {
+    match ws_handshake(port, headers).await {
+        (101, Some(ws)) => ws,
+        (status, _) => panic!("WebSocket with {headers:?}: status {status}, not 101"),
+    }
+}
+
+/// Reads the next message, which must be a server text frame.
+async fn ws_text(ws: &mut Ws) -> String {
+    let next = tokio::time::timeout(Duration::from_secs(20), ws.next())
+        .await
+        .expect("a frame within 20 s");
+    match next {
+        Some(Ok(Message::Text(text))) => text.to_string(),
+        other => panic!("not a text frame: {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,22 +257,21 @@ async fn foreign_origins_and_hosts_are_refused() {
         "a refused request changed nothing"
     );
 
-    let (status, _) = ws_handshake(port, &[("Origin", "http://evil.example"), AUTH]).await;
+    let status = ws_status(port, &[("Origin", "http://evil.example"), AUTH]).await;
     assert_eq!(status, 403, "the token does not let a foreign page in");
     let other_port = format!("http://127.0.0.1:{}", port + 1);
-    let (status, _) = ws_handshake(port, &[("Origin", &other_port), AUTH]).await;
+    let status = ws_status(port, &[("Origin", &other_port), AUTH]).await;
     assert_eq!(status, 403);
     // Without the token a foreign page still gets 403: the guard answers before the token check.
     let r = send(port, "POST", "/api/burst", &[("Origin", "null")], "").await;
     assert_eq!(r.status, 403, "{}", r.body);
 
-    let (status, mut ws) = ws_handshake(port, &[("Origin", &own), AUTH]).await;
-    assert_eq!(status, 101);
+    let mut ws = ws_open(port, &[("Origin", &own), AUTH]).await;
     let frame = json_of(&ws_text(&mut ws).await);
     assert_eq!(frame["type"], "frame");
     assert!(frame["counts"]["buffers"].as_u64().is_some());
     // Scripts send no Origin; they are allowed (with the token).
-    let (status, _) = ws_handshake(port, &[AUTH]).await;
+    let status = ws_status(port, &[AUTH]).await;
     assert_eq!(status, 101);
     let (status, body) = request(
         port,
@@ -291,14 +304,7 @@ async fn api_validates_and_applies_whole_configs() {
     assert_eq!(before["device"], "sim");
 
     // Out of range: 422 naming the field and range; the valid part of the request is not applied.
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/config",
-        &[],
-        r#"{"sines": 77, "busy": {"count": 9}}"#,
-    )
-    .await;
+    let (status, body) = put_config(port, r#"{"sines": 77, "busy": {"count": 9}}"#).await;
     assert_eq!(status, 422, "{body}");
     let e = json_of(&body);
     assert_eq!(
@@ -318,24 +324,17 @@ async fn api_validates_and_applies_whole_configs() {
         (json!({"sines": "lots"}), "sines"),
         (json!({"device": "jack"}), "device"),
     ] {
-        let (status, body) = request(port, "PUT", "/api/config", &[], &patch.to_string()).await;
+        let (status, body) = put_config(port, &patch.to_string()).await;
         assert_eq!(status, 422, "{patch}: {body}");
         assert_eq!(json_of(&body)["path"], path, "{body}");
     }
-    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"sinez": 3}"#).await;
+    let (status, body) = put_config(port, r#"{"sinez": 3}"#).await;
     assert_eq!(status, 400, "{body}");
-    let (status, _) = request(port, "PUT", "/api/config", &[], "not json").await;
+    let (status, _) = put_config(port, "not json").await;
     assert_eq!(status, 400);
 
     // Live change, then a preset (a restart: the driver mode changes).
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/config",
-        &[],
-        r#"{"sines": 80, "min_load_pct": 5}"#,
-    )
-    .await;
+    let (status, body) = put_config(port, r#"{"sines": 80, "min_load_pct": 5}"#).await;
     assert_eq!(status, 200, "{body}");
     let r = json_of(&body);
     assert_eq!(
@@ -346,7 +345,7 @@ async fn api_validates_and_applies_whole_configs() {
         ),
         (Some(80), Some(false), Some("custom"))
     );
-    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"preset": "optimal"}"#).await;
+    let (status, body) = put_config(port, r#"{"preset": "optimal"}"#).await;
     assert_eq!(status, 200, "{body}");
     let r = json_of(&body);
     assert_eq!(
@@ -365,9 +364,9 @@ async fn api_validates_and_applies_whole_configs() {
     assert!(s["power"]["source"].is_string());
 
     // Toggling input makes the device anew, and the input meter gets a signal.
-    let (status, body) = request(port, "PUT", "/api/config", &[], r#"{"input": true}"#).await;
+    let (status, body) = put_config(port, r#"{"input": true}"#).await;
     assert_eq!(status, 200, "{body}");
-    let (_, mut ws) = ws_handshake(port, &[AUTH]).await;
+    let mut ws = ws_open(port, &[AUTH]).await;
     let mut peak = None;
     for _ in 0..30 {
         let f = json_of(&ws_text(&mut ws).await);
@@ -394,15 +393,7 @@ async fn api_validates_and_applies_whole_configs() {
 async fn injected_stalls_count_as_dropouts() {
     let running = serve_sim().await;
     let port = running.local_addr().port();
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/fault",
-        &[],
-        r#"{"stall_ms": 8, "every_ms": 100}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    inject_stalls(port, 8, 100).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     let s = json_of(&request(port, "GET", "/api/status", &[], "").await.1);
     assert!(
@@ -425,20 +416,11 @@ async fn a_page_that_stops_reading_loses_frames_and_the_engine_goes_on() {
     // A tiny receive window: the server's sends soon wait on this page, as on a frozen tab.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(1024).unwrap();
-    let mut s = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
-    let req = format!(
-        "GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
-         Authorization: Bearer {TOKEN}\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).await.unwrap();
-    assert!(
-        head.starts_with(b"HTTP/1.1 101"),
-        "{}",
-        String::from_utf8_lossy(&head)
-    );
+    let stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+    let (ws, reply) = tokio_tungstenite::client_async(ws_request(port, &[AUTH]), stream)
+        .await
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 101);
     let counts = |body: String| json_of(&body)["counts"].clone();
     let before = counts(request(port, "GET", "/api/status", &[], "").await.1);
     let mut after = before.clone();
@@ -459,7 +441,7 @@ async fn a_page_that_stops_reading_loses_frames_and_the_engine_goes_on() {
         (buffers + skipped) as f64 > frames as f64 * 12.5 * 0.8,
         "{buffers} buffers and {skipped} skipped periods in {frames} frames"
     );
-    drop(s);
+    drop(ws);
     running.shutdown().await.unwrap();
 }
 
@@ -486,14 +468,7 @@ async fn a_device_that_cannot_start_leaves_the_old_one_running() {
     .await
     .unwrap();
     let port = running.local_addr().port();
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/config",
-        &[],
-        r#"{"device": "broken", "sines": 70}"#,
-    )
-    .await;
+    let (status, body) = put_config(port, r#"{"device": "broken", "sines": 70}"#).await;
     assert_eq!(status, 503, "{body}");
     let error = json_of(&body)["error"].as_str().unwrap().to_owned();
     assert!(
@@ -584,11 +559,6 @@ async fn a_failing_device_ends_the_dashboard_with_its_reason() {
         result,
         Err(DashError::Device("the test server went away".into()))
     );
-}
-
-/// A WebSocket upgrade's status (the stream is dropped).
-async fn ws_status(port: u16, headers: &[(&str, &str)]) -> u16 {
-    ws_handshake(port, headers).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -705,8 +675,7 @@ async fn requests_without_the_token_get_401_saying_where_it_is() {
     assert!(r.body.contains("xrunlab"));
     // A WebSocket is refused without the token and accepted with it.
     assert_eq!(ws_status(port, &[]).await, 401);
-    let (status, mut ws) = ws_handshake(port, &[AUTH]).await;
-    assert_eq!(status, 101);
+    let mut ws = ws_open(port, &[AUTH]).await;
     assert_eq!(json_of(&ws_text(&mut ws).await)["type"], "frame");
     running.shutdown().await.unwrap();
 }
@@ -757,8 +726,7 @@ async fn the_page_trades_the_token_for_an_http_only_strict_cookie() {
     let among = format!("a=1; {cookie}; b=2");
     let r = send(port, "GET", "/api/status", &[("Cookie", &among)], "").await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let (status, mut ws) = ws_handshake(port, &with_cookie).await;
-    assert_eq!(status, 101);
+    let mut ws = ws_open(port, &with_cookie).await;
     assert_eq!(json_of(&ws_text(&mut ws).await)["type"], "frame");
 
     // A wrong or empty token in the address gets the 401 page and no cookie.
@@ -906,19 +874,10 @@ async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_r
     // A card compares a thread's run with its median for the load, known after a few normal
     // buffers: start stalling once explaining has seen some.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/fault",
-        &[],
-        r#"{"stall_ms": 8, "every_ms": 200}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    inject_stalls(port, 8, 200).await;
     // Frames name each dropout by epoch and sequence number; the card of a stalled one blames
     // the driver's own render.
-    let (code, mut ws) = ws_handshake(port, &[AUTH]).await;
-    assert_eq!(code, 101);
+    let mut ws = ws_open(port, &[AUTH]).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let mut blamed = None;
     while blamed.is_none() && tokio::time::Instant::now() < deadline {
@@ -1059,15 +1018,7 @@ async fn the_trace_download_has_a_render_per_buffer_and_thread_and_the_stalled_d
         assert_eq!(v["value"], value, "{v}");
         assert!(v["allowed"].as_str().unwrap().contains("1..=60"), "{v}");
     }
-    let (status, body) = request(
-        port,
-        "PUT",
-        "/api/fault",
-        &[],
-        r#"{"stall_ms": 8, "every_ms": 500}"#,
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    inject_stalls(port, 8, 500).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let status_now = json_of(&request(port, "GET", "/api/status", &[], "").await.1);
     let r = send(port, "GET", "/api/trace?seconds=2", &[AUTH], "").await;

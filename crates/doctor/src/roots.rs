@@ -90,3 +90,17 @@ fn io_words(e: &std::io::Error) -> String {
 pub fn shown(path: &Path) -> String {
     path.display().to_string()
 }
+
+/// The `*.conf` files in the drop-in directory `dir`, in name order (the order the programs
+/// that read them use); none when it is missing or unreadable.
+pub fn conf_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
+        .collect();
+    files.sort();
+    files
+}

@@ -75,9 +75,10 @@ pub enum CulpritKind {
     Softirq,
 }
 
-/// Who took CPU time from an audio thread, and how much.
+/// Who took CPU time: a task, an idle CPU, an IRQ handler or a softirq. A culprit in one card
+/// and a culprit's totals over a run ([`crate::CulpritTotal`]) both name it so.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Culprit {
+pub struct Who {
     /// Task, idle, IRQ or softirq.
     pub kind: CulpritKind,
     /// Task name (`comm`), IRQ handler name, or softirq type (`NET_RX`).
@@ -91,6 +92,14 @@ pub struct Culprit {
     /// Policy and priority, e.g. `SCHED_FIFO 90` (from procfs), or what the trace's kernel
     /// priority says (`RT 90`) when the task is gone; empty for interrupts.
     pub policy: String,
+}
+
+/// Who took CPU time from an audio thread, and how much.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Culprit {
+    /// Who it is (serialized as its fields, beside these).
+    #[serde(flatten)]
+    pub who: Who,
     /// The CPU where it happened.
     pub cpu: u16,
     /// Time taken, µs.
@@ -663,10 +672,9 @@ fn add_culprit(list: &mut Vec<Culprit>, mut c: Culprit, ns: u64) {
     if ns == 0 {
         return;
     }
-    match list
-        .iter_mut()
-        .find(|x| x.kind == c.kind && x.name == c.name && x.tid == c.tid && x.cpu == c.cpu)
-    {
+    match list.iter_mut().find(|x| {
+        (&x.who.kind, &x.who.name, x.who.tid, x.cpu) == (&c.who.kind, &c.who.name, c.who.tid, c.cpu)
+    }) {
         Some(x) => {
             x.us += us(ns);
             x.count += 1;
@@ -681,41 +689,51 @@ fn add_culprit(list: &mut Vec<Culprit>, mut c: Culprit, ns: u64) {
 
 fn task_culprit(o: &Occupancy, cpu: u16, lookup: &dyn TaskLookup) -> Culprit {
     if o.tid == 0 {
-        return Culprit {
-            kind: CulpritKind::Idle,
-            name: format!("idle (swapper/{cpu})"),
-            pid: Some(0),
-            tid: Some(0),
-            irq: None,
-            policy: String::new(),
+        return new_culprit(
+            Who {
+                kind: CulpritKind::Idle,
+                name: format!("idle (swapper/{cpu})"),
+                pid: Some(0),
+                tid: Some(0),
+                irq: None,
+                policy: String::new(),
+            },
             cpu,
-            us: 0.0,
-            count: 0,
-        };
+        );
     }
     // procfs is trusted only while the thread id still carries the same name.
     let found = lookup.lookup(o.tid).filter(|t| t.comm == o.comm);
-    Culprit {
-        kind: CulpritKind::Task,
-        name: o.comm.clone(),
-        pid: Some(found.as_ref().map_or(o.tid, |t| t.pid)),
-        tid: Some(o.tid),
-        irq: None,
-        policy: found.map_or_else(|| describe_kernel_prio(o.prio), |t| t.policy),
+    new_culprit(
+        Who {
+            kind: CulpritKind::Task,
+            name: o.comm.clone(),
+            pid: Some(found.as_ref().map_or(o.tid, |t| t.pid)),
+            tid: Some(o.tid),
+            irq: None,
+            policy: found.map_or_else(|| describe_kernel_prio(o.prio), |t| t.policy),
+        },
         cpu,
-        us: 0.0,
-        count: 0,
-    }
+    )
 }
 
 fn irq_culprit(i: &IrqSpan, cpu: u16) -> Culprit {
+    new_culprit(
+        Who {
+            kind: i.kind,
+            name: i.name.clone(),
+            pid: None,
+            tid: None,
+            irq: i.irq,
+            policy: String::new(),
+        },
+        cpu,
+    )
+}
+
+/// A culprit on `cpu` that has taken no time yet ([`add_culprit`] adds it).
+fn new_culprit(who: Who, cpu: u16) -> Culprit {
     Culprit {
-        kind: i.kind,
-        name: i.name.clone(),
-        pid: None,
-        tid: None,
-        irq: i.irq,
-        policy: String::new(),
+        who,
         cpu,
         us: 0.0,
         count: 0,
@@ -885,7 +903,7 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
                 .iter()
                 .max_by_key(|(_, ns)| **ns)
                 .map_or(top.cpu, |(c, _)| *c);
-            let text = if top.kind == CulpritKind::Idle {
+            let text = if top.who.kind == CulpritKind::Idle {
                 format!(
                     "{} waited {} on CPU{wait_cpu} for the idle CPU to wake and schedule it",
                     at.role,
@@ -896,9 +914,9 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
                     "{} waited {} on CPU{wait_cpu} behind {} (pid {}, {})",
                     at.role,
                     ms_text(wait_task_ns),
-                    top.name,
-                    top.pid.unwrap_or(0),
-                    top.policy
+                    top.who.name,
+                    top.who.pid.unwrap_or(0),
+                    top.who.policy
                 )
             };
             candidates.push(Candidate {
@@ -919,7 +937,7 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
                     at.role,
                     ms_text(interrupt_ns),
                     top.cpu,
-                    top.name,
+                    top.who.name,
                     top.us / 1000.0
                 ),
                 culprit: Some(top.clone()),

@@ -2,25 +2,17 @@
 //! buffers. Fed with every blame card by the engine's collector thread; read for the summary
 //! table and the dashboard's live table.
 
-use crate::blame::{BlameCard, CulpritKind};
+use crate::blame::{BlameCard, CulpritKind, Who};
 use serde::Serialize;
 use std::collections::HashMap;
 
 /// One culprit's totals over the run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CulpritTotal {
-    /// Task, idle, IRQ or softirq.
-    pub kind: CulpritKind,
-    /// Task name, IRQ handler name or softirq type.
-    pub name: String,
-    /// Process id of a task.
-    pub pid: Option<i32>,
-    /// Thread id of a task.
-    pub tid: Option<i32>,
-    /// IRQ number.
-    pub irq: Option<i32>,
-    /// Policy and priority last seen.
-    pub policy: String,
+    /// Who it is, with the policy and priority last seen (serialized as its fields, beside
+    /// these).
+    #[serde(flatten)]
+    pub who: Who,
     /// Time taken from audio threads in late buffers, µs.
     pub stolen_us: f64,
     /// Late buffers it took time in.
@@ -31,12 +23,25 @@ pub struct CulpritTotal {
     pub max_us: f64,
 }
 
+/// What tells culprits apart across cards (a pid or a policy may change, a tid may be reused
+/// by another name).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     kind: CulpritKind,
     name: String,
     tid: Option<i32>,
     irq: Option<i32>,
+}
+
+impl Key {
+    fn of(who: &Who) -> Key {
+        Key {
+            kind: who.kind,
+            name: who.name.clone(),
+            tid: who.tid,
+            irq: who.irq,
+        }
+    }
 }
 
 /// Accumulates blame cards into per-culprit totals.
@@ -58,30 +63,14 @@ impl Culprits {
         let mut in_card: HashMap<Key, (f64, &crate::blame::Culprit)> = HashMap::new();
         for t in &card.threads {
             for c in t.ran_instead.iter().chain(&t.interrupts) {
-                let key = Key {
-                    kind: c.kind,
-                    name: c.name.clone(),
-                    tid: c.tid,
-                    irq: c.irq,
-                };
-                in_card.entry(key).or_insert((0.0, c)).0 += c.us;
+                in_card.entry(Key::of(&c.who)).or_insert((0.0, c)).0 += c.us;
             }
         }
-        let main = card.main_culprit.as_ref().map(|c| Key {
-            kind: c.kind,
-            name: c.name.clone(),
-            tid: c.tid,
-            irq: c.irq,
-        });
+        let main = card.main_culprit.as_ref().map(|c| Key::of(&c.who));
         for (key, (us, c)) in in_card {
             let is_main = main.as_ref() == Some(&key);
             let total = self.totals.entry(key).or_insert_with(|| CulpritTotal {
-                kind: c.kind,
-                name: c.name.clone(),
-                pid: c.pid,
-                tid: c.tid,
-                irq: c.irq,
-                policy: c.policy.clone(),
+                who: c.who.clone(),
                 stolen_us: 0.0,
                 dropouts: 0,
                 main_culprit_of: 0,
@@ -93,9 +82,10 @@ impl Culprits {
             total.max_us = total.max_us.max(us);
             // A policy read from procfs (`SCHED_FIFO 90`) beats the trace's kernel priority
             // (`RT 90`), which a card falls back to once the task is gone.
-            let from_procfs = c.policy.starts_with("SCHED_");
-            if !c.policy.is_empty() && (from_procfs || !total.policy.starts_with("SCHED_")) {
-                total.policy = c.policy.clone();
+            let policy = &c.who.policy;
+            let from_procfs = policy.starts_with("SCHED_");
+            if !policy.is_empty() && (from_procfs || !total.who.policy.starts_with("SCHED_")) {
+                total.who.policy = policy.clone();
             }
         }
     }
@@ -111,7 +101,7 @@ impl Culprits {
         all.sort_by(|a, b| {
             b.stolen_us
                 .total_cmp(&a.stolen_us)
-                .then_with(|| a.name.cmp(&b.name))
+                .then_with(|| a.who.name.cmp(&b.who.name))
         });
         all.truncate(n);
         all

@@ -76,7 +76,7 @@ pub mod setup;
 
 pub use blame::{
     blame, AudioThread, BlameCard, BlameInput, Cause, Culprit, CulpritKind, Migration, Sleep,
-    ThreadBlame,
+    ThreadBlame, Who,
 };
 pub use culprits::{CulpritTotal, Culprits};
 pub use decode::{EventSpec, EVENTS};

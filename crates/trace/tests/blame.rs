@@ -186,7 +186,7 @@ fn a_hog_that_preempts_the_worker_is_named_with_pid_and_policy() {
     );
     let main = c.main_culprit.as_ref().unwrap();
     assert_eq!(
-        (main.kind, main.tid, main.pid),
+        (main.who.kind, main.who.tid, main.who.pid),
         (CulpritKind::Task, Some(4711), Some(4700))
     );
     assert!((main.us - 1020.0).abs() < 1e-6, "{}", main.us);
@@ -251,10 +251,10 @@ fn an_interrupt_storm_is_blamed_by_softirq_type() {
     let t = &c.threads[0];
     assert!((t.interrupt_us - 900.0).abs() < 1e-6);
     assert!((t.ran_us - 700.0).abs() < 1e-6, "{}", t.ran_us);
-    assert_eq!(t.interrupts[0].kind, CulpritKind::Softirq);
+    assert_eq!(t.interrupts[0].who.kind, CulpritKind::Softirq);
     assert_eq!(t.interrupts[0].count, 4);
-    assert_eq!(t.interrupts[1].irq, Some(11));
-    assert_eq!(t.interrupts[1].name, "virtio0-input.0");
+    assert_eq!(t.interrupts[1].who.irq, Some(11));
+    assert_eq!(t.interrupts[1].who.name, "virtio0-input.0");
 }
 
 #[test]
@@ -341,10 +341,10 @@ fn a_migration_is_listed_and_both_cpus_are_accounted() {
     assert!((t.migrations[0].at_us - 500.0).abs() < 1e-6);
     // It waited 1.2..1.5 ms on CPU0 behind ksoftirqd, then 1.5..1.6 ms on CPU1 behind cc1.
     assert!((t.waited_us - 400.0).abs() < 1e-6, "{}", t.waited_us);
-    assert_eq!(t.ran_instead[0].name, "ksoftirqd/0");
+    assert_eq!(t.ran_instead[0].who.name, "ksoftirqd/0");
     assert_eq!(t.ran_instead[0].cpu, 0);
     assert!((t.ran_instead[0].us - 300.0).abs() < 1e-6);
-    assert_eq!(t.ran_instead[1].name, "cc1");
+    assert_eq!(t.ran_instead[1].who.name, "cc1");
     assert_eq!(t.ran_instead[1].cpu, 1);
     assert!((t.ran_instead[1].us - 100.0).abs() < 1e-6);
     assert_eq!(t.wait_accounted, 1.0);
@@ -473,16 +473,16 @@ fn the_culprit_table_sums_over_cards_and_counts_main_culprits() {
     table.add(&c);
     assert_eq!(table.cards(), 2);
     let top = table.top(5);
-    assert_eq!(top[0].name, "xrl-hog");
-    assert_eq!(top[0].pid, Some(4700));
-    assert_eq!(top[0].policy, "SCHED_FIFO 90");
+    assert_eq!(top[0].who.name, "xrl-hog");
+    assert_eq!(top[0].who.pid, Some(4700));
+    assert_eq!(top[0].who.policy, "SCHED_FIFO 90");
     assert_eq!((top[0].dropouts, top[0].main_culprit_of), (2, 2));
     // A later card built after the hog exited knows only the trace's priority: the policy
     // read from procfs stays.
     let gone = card(&threads, &w, 2520 * US, &[], &NoLookup);
-    assert_eq!(gone.main_culprit.as_ref().unwrap().policy, "RT 90");
+    assert_eq!(gone.main_culprit.as_ref().unwrap().who.policy, "RT 90");
     table.add(&gone);
-    assert_eq!(table.top(1)[0].policy, "SCHED_FIFO 90");
+    assert_eq!(table.top(1)[0].who.policy, "SCHED_FIFO 90");
     assert!((top[0].stolen_us - 2040.0).abs() < 1e-6);
     assert!((top[0].max_us - 1020.0).abs() < 1e-6);
     let json = serde_json::to_value(&c).unwrap();

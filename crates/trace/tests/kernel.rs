@@ -7,6 +7,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 use xrunlab_sys::{apply_to_current_thread, RtPolicy, RtRequest};
+use xrunlab_testkit::{reap, RtHog};
 use xrunlab_trace::blame::{LEAD_IN_NS, MARGIN_NS};
 use xrunlab_trace::{
     blame, now_ns, AudioThread, BlameCard, BlameInput, CulpritKind, Cursor, EventKind, ProcLookup,
@@ -82,53 +83,13 @@ fn audio_thread(iterations: usize) -> std::thread::JoinHandle<(i32, Vec<Iteratio
     })
 }
 
-/// Forks a child named `xrl-hog` that pins itself to CPU 1 at SCHED_FIFO 90 and spins 20 ms.
-fn fork_hog() -> i32 {
-    // SAFETY: the child only makes raw system calls (prctl, sched_setaffinity,
-    // sched_setscheduler, clock_gettime, _exit): no allocation or lock that another thread of
-    // this process could have held at fork time.
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork failed");
-        if pid == 0 {
-            libc::prctl(
-                libc::PR_SET_NAME,
-                c"xrl-hog".as_ptr() as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(AUDIO_CPU, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-            let param = libc::sched_param { sched_priority: 90 };
-            if libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) != 0 {
-                libc::_exit(3);
-            }
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-            let start = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-            loop {
-                libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-                if ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64 >= start + HOG_NS {
-                    libc::_exit(0);
-                }
-            }
-        }
-        pid
-    }
-}
-
-fn wait_child(pid: i32) -> i32 {
-    let mut status = 0;
-    // SAFETY: waiting for our own child; `status` is a valid out pointer.
-    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(rc, pid, "waitpid");
-    status
-}
+/// A child named `xrl-hog` that pins itself to CPU 1 at SCHED_FIFO 90 and spins 20 ms.
+const HOG: RtHog = RtHog {
+    name: c"xrl-hog",
+    cpu: AUDIO_CPU,
+    priority: 90,
+    spin_ns: HOG_NS,
+};
 
 /// Descriptors of this process that are perf events.
 fn perf_fds() -> usize {
@@ -190,7 +151,7 @@ fn a_fifo_hog_on_the_audio_cpu_is_blamed_by_name_and_pid() {
     );
     let audio = audio_thread(120);
     std::thread::sleep(Duration::from_millis(80));
-    let hog = fork_hog();
+    let hog = HOG.fork();
     let (tid, iterations) = audio.join().unwrap();
     let median_busy = median(iterations.iter().map(|i| i.end_ns - i.wake_ns).collect());
 
@@ -208,12 +169,12 @@ fn a_fifo_hog_on_the_audio_cpu_is_blamed_by_name_and_pid() {
         .collect();
     // Reaped only now: until then the exited hog stays in procfs (a zombie), as a culprit
     // usually is while the engine builds its card, so the card names its real policy.
-    assert_eq!(wait_child(hog), 0, "the hog got SCHED_FIFO 90 and ran");
+    assert_eq!(reap(hog), 0, "the hog got SCHED_FIFO 90 and ran");
     let stats = tracer.stop();
     let blamed = cards.iter().find(|(_, c)| {
         c.main_culprit
             .as_ref()
-            .is_some_and(|m| m.kind == CulpritKind::Task && m.name == "xrl-hog")
+            .is_some_and(|m| m.who.kind == CulpritKind::Task && m.who.name == "xrl-hog")
     });
     let Some((it, card)) = blamed else {
         let verdicts: Vec<&str> = cards.iter().map(|(_, c)| c.verdict.as_str()).collect();
@@ -223,8 +184,8 @@ fn a_fifo_hog_on_the_audio_cpu_is_blamed_by_name_and_pid() {
         );
     };
     let hog_culprit = card.main_culprit.as_ref().unwrap();
-    assert_eq!(hog_culprit.tid, Some(hog), "{}", card.verdict);
-    assert_eq!(hog_culprit.pid, Some(hog), "{}", card.verdict);
+    assert_eq!(hog_culprit.who.tid, Some(hog), "{}", card.verdict);
+    assert_eq!(hog_culprit.who.pid, Some(hog), "{}", card.verdict);
     assert!(
         card.verdict
             .contains(&format!("behind xrl-hog (pid {hog}, SCHED_FIFO 90)")),
@@ -363,7 +324,7 @@ fn loopback_traffic_in_the_render_shows_as_net_rx_softirq_time() {
         let has_net_rx = card.threads[0]
             .interrupts
             .iter()
-            .any(|c| c.kind == CulpritKind::Softirq && c.name == "NET_RX");
+            .any(|c| c.who.kind == CulpritKind::Softirq && c.who.name == "NET_RX");
         if has_net_rx || attempts.len() == 2 {
             break card;
         }
@@ -376,7 +337,7 @@ fn loopback_traffic_in_the_render_shows_as_net_rx_softirq_time() {
     let net_rx = t
         .interrupts
         .iter()
-        .find(|c| c.kind == CulpritKind::Softirq && c.name == "NET_RX")
+        .find(|c| c.who.kind == CulpritKind::Softirq && c.who.name == "NET_RX")
         .unwrap_or_else(|| panic!("no NET_RX softirq in the card: {card:#?}"));
     assert!(net_rx.us > 0.0 && net_rx.count >= 100, "{net_rx:?}");
     // The card sums each culprit's µs as f64 run by run and converts the total once,

@@ -3,8 +3,8 @@
 //! module's settings and the limits that back them. Runs on the main thread.
 
 use super::Ctx;
-use crate::finding::{Area, Finding, Status};
-use crate::roots::{read_optional, shown};
+use crate::finding::{Area, Check, Finding};
+use crate::roots::{conf_files, read_optional, shown};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -50,8 +50,7 @@ fn cmdline_of(ctx: &Ctx, pid: u32) -> Option<String> {
 }
 
 fn jack(ctx: &Ctx) -> Finding {
-    let id = "audio.jack";
-    let title = "JACK";
+    let check = Check::new("audio.jack", AREA, "JACK");
     let source = bin_source(ctx, "jackd");
     let bin = installed(ctx, "jackd");
     match ctx.running(&["jackd", "jackdbus"]) {
@@ -60,36 +59,21 @@ fn jack(ctx: &Ctx) -> Finding {
             // jackd's own options come before "-d DRIVER"; "-r" there means no real time.
             let server_opts: Vec<&str> = cmd.split_whitespace().take_while(|w| *w != "-d").collect();
             if server_opts.iter().any(|w| *w == "-r" || *w == "--no-realtime") {
-                Finding::new(
-                    id,
-                    AREA,
-                    title,
-                    Status::Warn,
-                    format!("{comm} runs (pid {pid}) without real-time scheduling: {cmd}"),
-                    source,
-                )
+                check.warn(format!("{comm} runs (pid {pid}) without real-time scheduling: {cmd}"), source)
                 .with_fix("restart jackd without -r/--no-realtime (and with -R -P 80)")
             } else {
-                Finding::new(id, AREA, title, Status::Pass, format!("{comm} runs (pid {pid}): {cmd}"), source)
+                check.pass(format!("{comm} runs (pid {pid}): {cmd}"), source)
             }
         }
-        None => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            match bin {
+        None => check.pass(match bin {
                 Some(p) => format!("installed ({}), not running: xrunlab --device jack needs a server started first", shown(&p)),
                 None => "not installed (xrunlab's simulated device needs no server)".to_owned(),
-            },
-            source,
-        ),
+            }, source),
     }
 }
 
 fn pipewire(ctx: &Ctx) -> Finding {
-    let id = "audio.pipewire";
-    let title = "PipeWire";
+    let check = Check::new("audio.pipewire", AREA, "PipeWire");
     let source = bin_source(ctx, "pipewire");
     let bin = installed(ctx, "pipewire");
     let pw_jack = installed(ctx, "pw-jack")
@@ -100,7 +84,7 @@ fn pipewire(ctx: &Ctx) -> Finding {
         (None, Some(p)) => format!("installed ({}), not running{pw_jack}", shown(&p)),
         (None, None) => "not installed".to_owned(),
     };
-    Finding::new(id, AREA, title, Status::Pass, text, source)
+    check.pass(text, source)
 }
 
 /// What PipeWire's configuration files set (the keys the doctor needs).
@@ -133,15 +117,7 @@ impl PipeWireConf {
             "usr/share/pipewire/pipewire.conf.d",
             "etc/pipewire/pipewire.conf.d",
         ] {
-            let mut dropins: Vec<PathBuf> = std::fs::read_dir(ctx.roots.fs(dir))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-                .collect();
-            dropins.sort();
-            files.extend(dropins);
+            files.extend(conf_files(&ctx.roots.fs(dir)));
         }
         for f in files {
             if let Ok(text) = std::fs::read_to_string(&f) {
@@ -270,24 +246,20 @@ fn pipewire_sees_vm(ctx: &Ctx) -> Option<String> {
     None
 }
 
+/// A PipeWire check's finding on a machine without PipeWire configuration.
+fn pipewire_not_installed(ctx: &Ctx, check: &Check) -> Finding {
+    check.pass(
+        "no PipeWire configuration: PipeWire is not installed",
+        shown(&ctx.roots.fs("usr/share/pipewire/pipewire.conf")),
+    )
+}
+
 fn pipewire_quantum(ctx: &Ctx, conf: &PipeWireConf) -> Finding {
-    let id = "audio.pipewire_quantum";
-    let title = "PipeWire quantum and rate";
-    let source = if conf.files.is_empty() {
-        shown(&ctx.roots.fs("usr/share/pipewire/pipewire.conf"))
-    } else {
-        conf.files.join(", ")
-    };
+    let check = Check::new("audio.pipewire_quantum", AREA, "PipeWire quantum and rate");
     if conf.files.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            "no PipeWire configuration: PipeWire is not installed",
-            source,
-        );
+        return pipewire_not_installed(ctx, &check);
     }
+    let source = conf.files.join(", ");
     let vm = pipewire_sees_vm(ctx);
     let get = |key: &str, default: u32| -> (u32, &'static str) {
         if vm.is_some() {
@@ -318,60 +290,27 @@ fn pipewire_quantum(ctx: &Ctx, conf: &PipeWireConf) -> Finding {
     );
     let want = ctx.opts.buffer_frames;
     if min_q > want {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("{reason}: clients cannot get {want} frames, the smallest quantum is {min_q}"),
-            source,
-        )
+        check.warn(format!("{reason}: clients cannot get {want} frames, the smallest quantum is {min_q}"), source)
         .with_fix(format!(
             "printf 'context.properties = {{\\n  default.clock.min-quantum = {want}\\n}}\\n' | sudo tee /etc/pipewire/pipewire.conf.d/90-xrunlab-latency.conf, then restart PipeWire"
         ))
     } else if quantum > want {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!(
+        check.pass(format!(
                 "{reason}: the graph runs at {quantum} frames unless a client asks for less; ask for {want} with PIPEWIRE_QUANTUM={want}/{rate} (or pw-metadata -n settings 0 clock.force-quantum {want})"
-            ),
-            source,
-        )
+            ), source)
     } else {
-        Finding::new(id, AREA, title, Status::Pass, reason, source)
+        check.pass(reason, source)
     }
 }
 
 fn pipewire_rt(ctx: &Ctx, conf: &PipeWireConf) -> Finding {
-    let id = "audio.pipewire_rt";
-    let title = "PipeWire real-time module";
-    let source = if conf.files.is_empty() {
-        shown(&ctx.roots.fs("usr/share/pipewire/pipewire.conf"))
-    } else {
-        conf.files.join(", ")
-    };
+    let check = Check::new("audio.pipewire_rt", AREA, "PipeWire real-time module");
     if conf.files.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            "no PipeWire configuration: PipeWire is not installed",
-            source,
-        );
+        return pipewire_not_installed(ctx, &check);
     }
+    let source = conf.files.join(", ");
     let Some(args) = &conf.rt_args else {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            "no configuration file loads libpipewire-module-rt: PipeWire's data threads stay SCHED_OTHER",
-            source,
-        )
+        return check.warn("no configuration file loads libpipewire-module-rt: PipeWire's data threads stay SCHED_OTHER", source)
         .with_fix("add { name = libpipewire-module-rt args = { rt.prio = 88 } flags = [ ifexists nofail ] } to context.modules in /etc/pipewire/pipewire.conf");
     };
     let arg = |k: &str| args.get(k).cloned().unwrap_or_else(|| "default".to_owned());
@@ -396,20 +335,13 @@ fn pipewire_rt(ctx: &Ctx, conf: &PipeWireConf) -> Finding {
     } else {
         format!("limits: {}", grants.join(", "))
     };
-    Finding::new(
-        id,
-        AREA,
-        title,
-        Status::Pass,
-        format!(
+    check.pass(format!(
             "module-rt loaded: rt.prio {}, nice.level {}, rt.time.soft {}, rt.time.hard {}; {grants}",
             arg("rt.prio"),
             arg("nice.level"),
             arg("rt.time.soft"),
             arg("rt.time.hard")
-        ),
-        format!("{source}, {}", shown(&limits_dir)),
-    )
+        ), format!("{source}, {}", shown(&limits_dir)))
 }
 
 #[cfg(test)]

@@ -3,10 +3,12 @@
 //! threads'. Runs on the main thread.
 
 use super::Ctx;
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::roots::{read, read_optional, shown};
 
 const AREA: Area = Area::Irqs;
+const SHARED: Check = Check::new("irq.shared", AREA, "Sound and USB IRQ sharing");
+const SOUND: Check = Check::new("irq.sound", AREA, "Sound card IRQ affinity and priority");
 
 /// One numbered line of /proc/interrupts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,22 +61,8 @@ pub(super) fn check(ctx: &Ctx) -> Vec<Finding> {
         Ok(t) => parse_interrupts(&t),
         Err(e) => {
             return vec![
-                Finding::new(
-                    "irq.shared",
-                    AREA,
-                    "Sound and USB IRQ sharing",
-                    Status::Unknown,
-                    e.clone(),
-                    shown(&path),
-                ),
-                Finding::new(
-                    "irq.sound",
-                    AREA,
-                    "Sound card IRQ affinity and priority",
-                    Status::Unknown,
-                    e,
-                    shown(&path),
-                ),
+                SHARED.unknown(e.clone(), shown(&path)),
+                SOUND.unknown(e, shown(&path)),
             ]
         }
     };
@@ -82,22 +70,13 @@ pub(super) fn check(ctx: &Ctx) -> Vec<Finding> {
 }
 
 fn shared(ctx: &Ctx, lines: &[IrqLine]) -> Finding {
-    let id = "irq.shared";
-    let title = "Sound and USB IRQ sharing";
     let source = shown(&ctx.roots.proc("interrupts"));
     let relevant: Vec<&IrqLine> = lines
         .iter()
         .filter(|l| l.devices.iter().any(|d| is_sound(d) || is_usb(d)))
         .collect();
     if relevant.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            "no sound or USB controller IRQs on this machine",
-            source,
-        );
+        return SHARED.pass("no sound or USB controller IRQs on this machine", source);
     }
     let shared: Vec<String> = relevant
         .iter()
@@ -110,26 +89,12 @@ fn shared(ctx: &Ctx, lines: &[IrqLine]) -> Finding {
         .map(|l| format!("IRQ {} {}", l.irq, l.devices[0]))
         .collect();
     if shared.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("none shared: {}", alone.join(", ")),
-            source,
-        );
+        return SHARED.pass(format!("none shared: {}", alone.join(", ")), source);
     }
-    Finding::new(
-        id,
-        AREA,
-        title,
-        Status::Warn,
-        format!(
+    SHARED.warn(format!(
             "shared lines, where every interrupt of the other device also runs the sound/USB handler: {}",
             shared.join("; ")
-        ),
-        source,
-    )
+        ), source)
     .with_fix(
         "move the audio interface to a USB port whose controller has an IRQ of its own, or unload \
          the other device's driver; with threadirqs, raise the sound IRQ thread's priority (see irq.sound)",
@@ -148,21 +113,12 @@ fn irq_thread(ctx: &Ctx, irq: u32) -> Option<(u32, String, u32)> {
 }
 
 fn sound(ctx: &Ctx, lines: &[IrqLine]) -> Finding {
-    let id = "irq.sound";
-    let title = "Sound card IRQ affinity and priority";
     let sound: Vec<&IrqLine> = lines
         .iter()
         .filter(|l| l.devices.iter().any(|d| is_sound(d)))
         .collect();
     if sound.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
-            "no sound card IRQ in /proc/interrupts (no sound card, or a USB one behind its controller's IRQ)",
-            shown(&ctx.roots.proc("interrupts")),
-        );
+        return SOUND.unknown("no sound card IRQ in /proc/interrupts (no sound card, or a USB one behind its controller's IRQ)", shown(&ctx.roots.proc("interrupts")));
     }
     let want = u32::from(ctx.opts.audio_priority);
     let mut notes = Vec::new();
@@ -199,14 +155,7 @@ fn sound(ctx: &Ctx, lines: &[IrqLine]) -> Finding {
             None => notes.push(format!("IRQ {} ({name}) on {affinity}; no IRQ thread (no threadirqs)", l.irq)),
         }
     }
-    let mut f = Finding::new(
-        id,
-        AREA,
-        title,
-        status,
-        notes.join("; "),
-        sources.join(", "),
-    );
+    let mut f = SOUND.finding(status, notes.join("; "), sources.join(", "));
     if !fixes.is_empty() {
         f.fix = Some(format!(
             "{} (until reboot; the rtirq-init package does it at every boot)",

@@ -3,7 +3,7 @@
 //! Runs on the main thread.
 
 use super::{cmdline_fix, Ctx};
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::roots::{read, read_optional, read_value, shown};
 
 const AREA: Area = Area::Kernel;
@@ -22,21 +22,10 @@ pub(super) fn check(ctx: &Ctx) -> Vec<Finding> {
 }
 
 fn config(ctx: &Ctx) -> Finding {
-    let title = "Kernel build configuration";
+    let check = Check::new("kernel.config", AREA, "Kernel build configuration");
     match &ctx.kconfig {
-        Ok(c) => Finding::new(
-            "kernel.config",
-            AREA,
-            title,
-            Status::Pass,
-            format!("found at {}", c.source),
-            c.source.clone(),
-        ),
-        Err(e) => Finding::new(
-            "kernel.config",
-            AREA,
-            title,
-            Status::Unknown,
+        Ok(c) => check.pass(format!("found at {}", c.source), c.source.clone()),
+        Err(e) => check.unknown(
             format!("not found ({e}): build options below are unknown"),
             format!(
                 "{}, {}",
@@ -56,15 +45,10 @@ fn judge_mode(mode: &str) -> (Status, Option<String>) {
 }
 
 fn preempt(ctx: &Ctx) -> Finding {
-    let id = "kernel.preempt";
-    let title = "Preemption model";
+    let check = Check::new("kernel.preempt", AREA, "Preemption model");
     let realtime = ctx.roots.sys("kernel/realtime");
     if ctx.preempt_rt {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        return check.pass(
             "PREEMPT_RT: a real-time kernel (the whole kernel is preemptible)",
             shown(&realtime),
         );
@@ -78,10 +62,7 @@ fn preempt(ctx: &Ctx) -> Finding {
                 .find_map(|w| w.strip_prefix('(')?.strip_suffix(')'))
             {
                 let (status, fix) = judge_mode(mode);
-                let mut f = Finding::new(
-                    id,
-                    AREA,
-                    title,
+                let mut f = check.finding(
                     status,
                     format!("{mode} (PREEMPT_DYNAMIC; choices: {})", text.trim()),
                     shown(&debug),
@@ -96,10 +77,7 @@ fn preempt(ctx: &Ctx) -> Finding {
     let cmdline_source = shown(&ctx.roots.proc("cmdline"));
     if let Ok(Some(mode)) = ctx.cmdline.as_ref().map(|c| c.value("preempt")) {
         let (status, fix) = judge_mode(mode);
-        let mut f = Finding::new(
-            id,
-            AREA,
-            title,
+        let mut f = check.finding(
             status,
             format!("{mode}, from preempt={mode} on the kernel command line ({debug_note})"),
             cmdline_source,
@@ -108,14 +86,7 @@ fn preempt(ctx: &Ctx) -> Finding {
         return f;
     }
     let Ok(config) = &ctx.kconfig else {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
-            format!("no PREEMPT_RT ({} is not 1), {debug_note}, no preempt= on the command line, and no kernel configuration", shown(&realtime)),
-            format!("{}, {}, {cmdline_source}", shown(&realtime), shown(&debug)),
-        );
+        return check.unknown(format!("no PREEMPT_RT ({} is not 1), {debug_note}, no preempt= on the command line, and no kernel configuration", shown(&realtime)), format!("{}, {}, {cmdline_source}", shown(&realtime), shown(&debug)));
     };
     let built = if config.enabled("CONFIG_PREEMPT_LAZY") {
         "lazy"
@@ -137,11 +108,7 @@ fn preempt(ctx: &Ctx) -> Finding {
     if config.enabled("CONFIG_PREEMPT_DYNAMIC") {
         // The booted mode is the build default unless preempt= says otherwise, but root can
         // switch it at run time through debugfs, which is unreadable here: say so.
-        let mut f = Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        let mut f = check.unknown(
             format!(
                 "the mode in force cannot be read ({debug_note}); this PREEMPT_DYNAMIC kernel's \
                  build default is \"{built}\" and the command line has no preempt=, so it is \
@@ -155,10 +122,7 @@ fn preempt(ctx: &Ctx) -> Finding {
         return f;
     }
     let (status, _) = judge_mode(built);
-    let mut f = Finding::new(
-        id,
-        AREA,
-        title,
+    let mut f = check.finding(
         if built == "unknown" {
             Status::Unknown
         } else {
@@ -178,32 +142,20 @@ fn preempt(ctx: &Ctx) -> Finding {
 }
 
 fn threadirqs(ctx: &Ctx) -> Finding {
-    let id = "kernel.threadirqs";
-    let title = "Threaded interrupt handlers";
+    let check = Check::new("kernel.threadirqs", AREA, "Threaded interrupt handlers");
     let source = shown(&ctx.roots.proc("cmdline"));
     if ctx.preempt_rt {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        return check.pass(
             "forced by PREEMPT_RT",
             shown(&ctx.roots.sys("kernel/realtime")),
         );
     }
     let cmdline = match &ctx.cmdline {
         Ok(c) => c,
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e.clone(), source),
+        Err(e) => return check.unknown(e.clone(), source),
     };
     if cmdline.has("threadirqs") {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            "threadirqs is on the kernel command line: interrupt handlers run in threads whose priority can be set below audio",
-            source,
-        );
+        return check.pass("threadirqs is on the kernel command line: interrupt handlers run in threads whose priority can be set below audio", source);
     }
     let forced_threading = ctx
         .kconfig
@@ -215,74 +167,45 @@ fn threadirqs(ctx: &Ctx) -> Finding {
     } else {
         cmdline_fix("threadirqs")
     };
-    Finding::new(
-        id,
-        AREA,
-        title,
-        Status::Warn,
-        "no threadirqs on the kernel command line: interrupt handlers run in hard IRQ context, ahead of every audio thread",
-        source,
-    )
+    check.warn("no threadirqs on the kernel command line: interrupt handlers run in hard IRQ context, ahead of every audio thread", source)
     .with_fix(fix)
 }
 
 fn rt_throttling(ctx: &Ctx) -> Finding {
-    let id = "kernel.rt_throttling";
-    let title = "RT throttling";
+    let check = Check::new("kernel.rt_throttling", AREA, "RT throttling");
     let runtime_path = ctx.roots.proc("sys/kernel/sched_rt_runtime_us");
     let period_path = ctx.roots.proc("sys/kernel/sched_rt_period_us");
     let source = format!("{}, {}", shown(&runtime_path), shown(&period_path));
     let runtime: i64 = match read_value(&runtime_path) {
         Ok(v) => v,
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e, source),
+        Err(e) => return check.unknown(e, source),
     };
     if runtime < 0 {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            "off (sched_rt_runtime_us = -1): real-time threads may use every CPU cycle; a runaway one can hang its CPU",
-            source,
-        );
+        return check.pass("off (sched_rt_runtime_us = -1): real-time threads may use every CPU cycle; a runaway one can hang its CPU", source);
     }
     let period: i64 = match read_value(&period_path) {
         Ok(v) if v > 0 => v,
-        Ok(v) => {
-            return Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Unknown,
-                format!("sched_rt_period_us is {v}"),
-                source,
-            )
-        }
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e, source),
+        Ok(v) => return check.unknown(format!("sched_rt_period_us is {v}"), source),
+        Err(e) => return check.unknown(e, source),
     };
     let pct = runtime as f64 * 100.0 / period as f64;
     let reason = format!(
         "real-time threads may use {runtime} us of every {period} us ({pct:.0} %); past that they are stopped for the rest of the period"
     );
     if pct >= 90.0 {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             format!("{reason}: enough unless audio needs more than {pct:.0} % of a CPU"),
             source,
         )
     } else {
-        Finding::new(id, AREA, title, Status::Warn, reason, source).with_fix(
+        check.warn(reason, source).with_fix(
             "sudo sysctl kernel.sched_rt_runtime_us=950000 (or, undone on exit: xrunlab doctor --apply rt-runtime)",
         )
     }
 }
 
 fn hrtimers(ctx: &Ctx) -> Finding {
-    let id = "kernel.hrtimers";
-    let title = "High-resolution timers";
+    let check = Check::new("kernel.hrtimers", AREA, "High-resolution timers");
     let path = ctx.roots.proc("timer_list");
     let from_list = read(&path).map(|text| {
         text.lines()
@@ -296,23 +219,9 @@ fn hrtimers(ctx: &Ctx) -> Finding {
         Ok(res) if !res.is_empty() => {
             let best = *res.iter().min().unwrap_or(&0);
             if best <= 1 {
-                Finding::new(
-                    id,
-                    AREA,
-                    title,
-                    Status::Pass,
-                    "active: timer resolution 1 ns",
-                    shown(&path),
-                )
+                check.pass("active: timer resolution 1 ns", shown(&path))
             } else {
-                Finding::new(
-                    id,
-                    AREA,
-                    title,
-                    Status::Fail,
-                    format!("inactive: timer resolution {best} ns, so sleeps end on the next tick"),
-                    shown(&path),
-                )
+                check.fail(format!("inactive: timer resolution {best} ns, so sleeps end on the next tick"), shown(&path))
                 .with_fix("use a kernel built with CONFIG_HIGH_RES_TIMERS=y, and remove highres=off from the kernel command line")
             }
         }
@@ -322,32 +231,24 @@ fn hrtimers(ctx: &Ctx) -> Finding {
                 Err(e) => e,
             };
             match &ctx.kconfig {
-                Ok(c) if c.enabled("CONFIG_HIGH_RES_TIMERS") => Finding::new(
-                    id,
-                    AREA,
-                    title,
-                    Status::Pass,
+                Ok(c) if c.enabled("CONFIG_HIGH_RES_TIMERS") => check.pass(
                     format!("built in (CONFIG_HIGH_RES_TIMERS=y); {why}"),
                     c.source.clone(),
                 ),
-                Ok(c) if c.get("CONFIG_HIGH_RES_TIMERS").is_some() => Finding::new(
-                    id,
-                    AREA,
-                    title,
-                    Status::Fail,
-                    format!("not built in (CONFIG_HIGH_RES_TIMERS is not set); {why}"),
-                    c.source.clone(),
-                )
-                .with_fix("use a kernel built with CONFIG_HIGH_RES_TIMERS=y"),
-                _ => Finding::new(id, AREA, title, Status::Unknown, why, shown(&path)),
+                Ok(c) if c.get("CONFIG_HIGH_RES_TIMERS").is_some() => check
+                    .fail(
+                        format!("not built in (CONFIG_HIGH_RES_TIMERS is not set); {why}"),
+                        c.source.clone(),
+                    )
+                    .with_fix("use a kernel built with CONFIG_HIGH_RES_TIMERS=y"),
+                _ => check.unknown(why, shown(&path)),
             }
         }
     }
 }
 
 fn clocksource(ctx: &Ctx) -> Finding {
-    let id = "kernel.clocksource";
-    let title = "Clocksource";
+    let check = Check::new("kernel.clocksource", AREA, "Clocksource");
     let dir = ctx.roots.sys("devices/system/clocksource/clocksource0");
     let current = dir.join("current_clocksource");
     let available = read_optional(&dir.join("available_clocksource"))
@@ -357,38 +258,23 @@ fn clocksource(ctx: &Ctx) -> Finding {
     let source = shown(&current);
     let name = match read(&current) {
         Ok(t) => t.trim().to_owned(),
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e, source),
+        Err(e) => return check.unknown(e, source),
     };
     match name.as_str() {
         "tsc"
         | "kvm-clock"
         | "arch_sys_counter"
         | "hyperv_clocksource_tsc_page"
-        | "riscv_clocksource" => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("{name}: clock reads are cheap (vDSO)"),
-            source,
-        ),
-        "jiffies" => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Fail,
-            "jiffies: time only advances by ticks".to_owned(),
-            source,
-        )
-        .with_fix(format!(
-            "check dmesg for clocksource errors; available: {available}"
-        )),
+        | "riscv_clocksource" => {
+            check.pass(format!("{name}: clock reads are cheap (vDSO)"), source)
+        }
+        "jiffies" => check
+            .fail("jiffies: time only advances by ticks".to_owned(), source)
+            .with_fix(format!(
+                "check dmesg for clocksource errors; available: {available}"
+            )),
         _ => {
-            let f = Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Warn,
+            let f = check.warn(
                 format!(
                     "{name}: every clock read is a slow device access (available: {available})"
                 ),
@@ -404,8 +290,7 @@ fn clocksource(ctx: &Ctx) -> Finding {
 }
 
 fn nohz(ctx: &Ctx) -> Finding {
-    let id = "kernel.nohz";
-    let title = "Tickless kernel (NO_HZ)";
+    let check = Check::new("kernel.nohz", AREA, "Tickless kernel (NO_HZ)");
     let full_path = ctx.roots.sys("devices/system/cpu/nohz_full");
     let full = read_optional(&full_path)
         .ok()
@@ -420,14 +305,7 @@ fn nohz(ctx: &Ctx) -> Finding {
         .as_ref()
         .is_ok_and(|c| c.value("nohz") == Some("off"))
     {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            "nohz=off on the kernel command line: idle CPUs take every tick",
-            shown(&ctx.roots.proc("cmdline")),
-        )
+        return check.warn("nohz=off on the kernel command line: idle CPUs take every tick", shown(&ctx.roots.proc("cmdline")))
         .with_fix("remove nohz=off from GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, then run `sudo update-grub` and reboot");
     }
     match &ctx.kconfig {
@@ -441,29 +319,18 @@ fn nohz(ctx: &Ctx) -> Finding {
             } else {
                 "NO_HZ_IDLE"
             };
-            Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Pass,
+            check.pass(
                 format!("{kind}: idle CPUs skip the tick{full_note}"),
                 format!("{}, {}", c.source, shown(&full_path)),
             )
         }
-        Ok(c) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("periodic ticks on every CPU (no CONFIG_NO_HZ_IDLE){full_note}"),
-            c.source.clone(),
-        )
-        .with_fix("use a kernel built with CONFIG_NO_HZ_IDLE=y"),
-        Err(e) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        Ok(c) => check
+            .warn(
+                format!("periodic ticks on every CPU (no CONFIG_NO_HZ_IDLE){full_note}"),
+                c.source.clone(),
+            )
+            .with_fix("use a kernel built with CONFIG_NO_HZ_IDLE=y"),
+        Err(e) => check.unknown(
             format!("no kernel configuration ({e}){full_note}"),
             shown(&full_path),
         ),
@@ -471,54 +338,33 @@ fn nohz(ctx: &Ctx) -> Finding {
 }
 
 fn hz(ctx: &Ctx) -> Finding {
-    let id = "kernel.hz";
-    let title = "Timer frequency (CONFIG_HZ)";
+    let check = Check::new("kernel.hz", AREA, "Timer frequency (CONFIG_HZ)");
     let config = match &ctx.kconfig {
         Ok(c) => c,
-        Err(e) => {
-            return Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Unknown,
-                format!("no kernel configuration ({e})"),
-                "CONFIG_HZ",
-            )
-        }
+        Err(e) => return check.unknown(format!("no kernel configuration ({e})"), "CONFIG_HZ"),
     };
     let Some(hz) = config.get("CONFIG_HZ").and_then(|v| v.parse::<u32>().ok()) else {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        return check.unknown(
             "CONFIG_HZ is not in the configuration",
             config.source.clone(),
         );
     };
     if config.enabled("CONFIG_HIGH_RES_TIMERS") || hz >= 1000 {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             format!(
                 "{hz} Hz: the scheduler tick; audio wake-ups use high-resolution timers, not ticks"
             ),
             config.source.clone(),
         )
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!(
-                "{hz} Hz without high-resolution timers: sleeps end on {} ms ticks",
-                1000 / hz.max(1)
-            ),
-            config.source.clone(),
-        )
-        .with_fix("use a kernel built with CONFIG_HIGH_RES_TIMERS=y (or CONFIG_HZ_1000=y)")
+        check
+            .warn(
+                format!(
+                    "{hz} Hz without high-resolution timers: sleeps end on {} ms ticks",
+                    1000 / hz.max(1)
+                ),
+                config.source.clone(),
+            )
+            .with_fix("use a kernel built with CONFIG_HIGH_RES_TIMERS=y (or CONFIG_HZ_1000=y)")
     }
 }

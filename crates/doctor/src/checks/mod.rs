@@ -11,6 +11,8 @@ mod tracing;
 
 pub(crate) mod irqs;
 
+pub use tracing::EVENTS as TRACE_EVENTS;
+
 use crate::finding::Finding;
 use crate::kconfig::KernelConfig;
 use crate::probe::Probes;

@@ -3,7 +3,7 @@
 //! RAPL. Runs on the main thread.
 
 use super::Ctx;
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::roots::{read_optional, shown};
 use std::collections::BTreeMap;
 use xrunlab_sys::cpu::{format_cpu_list, online_cpus};
@@ -90,31 +90,16 @@ fn cpufreq_source(ctx: &Ctx, file: &str) -> String {
     )
 }
 
-fn no_cpufreq(ctx: &Ctx, id: &str, title: &str, file: &str) -> Finding {
-    Finding::new(
-        id,
-        AREA,
-        title,
-        Status::Unknown,
-        "no cpufreq on this machine (a virtual machine, or the firmware manages frequency): nothing here can read or set it",
-        cpufreq_source(ctx, file),
-    )
+fn no_cpufreq(ctx: &Ctx, check: &Check, file: &str) -> Finding {
+    check.unknown("no cpufreq on this machine (a virtual machine, or the firmware manages frequency): nothing here can read or set it", cpufreq_source(ctx, file))
 }
 
 fn topology(ctx: &Ctx) -> Finding {
-    let id = "cpu.topology";
-    let title = "CPUs and core types";
+    let check = Check::new("cpu.topology", AREA, "CPUs and core types");
     let topo = cpu_topology(&ctx.roots.sys);
     let source = shown(&ctx.roots.sys("devices/system/cpu"));
     if topo.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
-            "no online CPUs listed",
-            source,
-        );
+        return check.unknown("no online CPUs listed", source);
     }
     let cores = xrunlab_sys::cpu::physical_cores(
         &ctx.roots.sys,
@@ -139,7 +124,7 @@ fn topology(ctx: &Ctx) -> Finding {
     );
     if big.is_empty() || little.is_empty() {
         reason.push_str("; one core type");
-        return Finding::new(id, AREA, title, Status::Pass, reason, source);
+        return check.pass(reason, source);
     }
     let capacity = |cpus: &[usize]| {
         topo.iter()
@@ -156,7 +141,7 @@ fn topology(ctx: &Ctx) -> Finding {
         format_cpu_list(&little),
         capacity(&little)
     ));
-    Finding::new(id, AREA, title, Status::Pass, reason, source).with_fix(format!(
+    check.pass(reason, source).with_fix(format!(
         "to keep audio threads off the efficiency cores, run xrunlab with --cpus {}",
         format_cpu_list(&big)
     ))
@@ -168,21 +153,13 @@ fn epp_driver(driver: Option<&str>) -> bool {
 }
 
 fn governor(ctx: &Ctx, freqs: &[Freq]) -> Finding {
-    let id = "cpu.governor";
-    let title = "CPU frequency governor";
+    let check = Check::new("cpu.governor", AREA, "CPU frequency governor");
     if freqs.is_empty() {
-        return no_cpufreq(ctx, id, title, "scaling_governor");
+        return no_cpufreq(ctx, &check, "scaling_governor");
     }
     let source = cpufreq_source(ctx, "scaling_governor");
     let Some(first) = freqs.iter().find(|f| f.governor.is_some()) else {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
-            "cpufreq exists but no scaling_governor is readable",
-            source,
-        );
+        return check.unknown("cpufreq exists but no scaling_governor is readable", source);
     };
     let driver = first
         .driver
@@ -197,11 +174,7 @@ fn governor(ctx: &Ctx, freqs: &[Freq]) -> Finding {
         .iter()
         .all(|f| f.governor.as_deref() == Some("performance"))
     {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        return check.pass(
             format!("performance on every CPU (driver {driver})"),
             source,
         );
@@ -212,26 +185,21 @@ fn governor(ctx: &Ctx, freqs: &[Freq]) -> Finding {
         if available.is_empty() { "unknown" } else { &available }
     );
     if !available.is_empty() && !available.split_whitespace().any(|g| g == "performance") {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
+        return check.warn(
             format!("{reason}; this driver offers no performance governor"),
             source,
         );
     }
-    Finding::new(id, AREA, title, Status::Warn, reason, source).with_fix(
+    check.warn(reason, source).with_fix(
         "echo performance | sudo tee /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor \
          (or, undone on exit: xrunlab doctor --apply governor)",
     )
 }
 
 fn epp(ctx: &Ctx, freqs: &[Freq]) -> Finding {
-    let id = "cpu.epp";
-    let title = "Energy-performance preference (EPP)";
+    let check = Check::new("cpu.epp", AREA, "Energy-performance preference (EPP)");
     if freqs.is_empty() {
-        return no_cpufreq(ctx, id, title, "energy_performance_preference");
+        return no_cpufreq(ctx, &check, "energy_performance_preference");
     }
     let source = cpufreq_source(ctx, "energy_performance_preference");
     let with_epp: Vec<&Freq> = freqs.iter().filter(|f| f.epp.is_some()).collect();
@@ -240,14 +208,7 @@ fn epp(ctx: &Ctx, freqs: &[Freq]) -> Finding {
         .find_map(|f| f.driver.clone())
         .unwrap_or_else(|| "unknown driver".to_owned());
     if with_epp.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("not used by driver {driver}"),
-            source,
-        );
+        return check.pass(format!("not used by driver {driver}"), source);
     }
     let summary = grouped(
         with_epp
@@ -258,11 +219,7 @@ fn epp(ctx: &Ctx, freqs: &[Freq]) -> Finding {
         .iter()
         .all(|f| f.epp.as_deref() == Some("performance"))
     {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        return check.pass(
             format!("performance on every CPU (driver {driver})"),
             source,
         );
@@ -273,22 +230,14 @@ fn epp(ctx: &Ctx, freqs: &[Freq]) -> Finding {
             " (with the performance governor, {driver} sets EPP to performance by itself and refuses other values)"
         ));
     }
-    Finding::new(
-        id,
-        AREA,
-        title,
-        Status::Warn,
-        format!("{summary} (driver {driver}): the hardware favours saving energy over reaching speed quickly"),
-        source,
-    )
+    check.warn(format!("{summary} (driver {driver}): the hardware favours saving energy over reaching speed quickly"), source)
     .with_fix(fix)
 }
 
 fn limits(ctx: &Ctx, freqs: &[Freq]) -> Finding {
-    let id = "cpu.freq_limits";
-    let title = "Frequency limits and boost";
+    let check = Check::new("cpu.freq_limits", AREA, "Frequency limits and boost");
     if freqs.is_empty() {
-        return no_cpufreq(ctx, id, title, "scaling_max_freq");
+        return no_cpufreq(ctx, &check, "scaling_max_freq");
     }
     let mut problems = Vec::new();
     let mut fixes = Vec::new();
@@ -333,30 +282,16 @@ fn limits(ctx: &Ctx, freqs: &[Freq]) -> Finding {
         shown(&boost)
     );
     if problems.is_empty() {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("no caps: {range}"),
-            source,
-        )
+        check.pass(format!("no caps: {range}"), source)
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("{}; ranges: {range}", problems.join("; ")),
-            source,
-        )
-        .with_fix(fixes.join(" && "))
+        check
+            .warn(format!("{}; ranges: {range}", problems.join("; ")), source)
+            .with_fix(fixes.join(" && "))
     }
 }
 
 fn smt(ctx: &Ctx) -> Finding {
-    let id = "cpu.smt";
-    let title = "Simultaneous multithreading (SMT)";
+    let check = Check::new("cpu.smt", AREA, "Simultaneous multithreading (SMT)");
     let control = ctx.roots.sys("devices/system/cpu/smt/control");
     let topo = cpu_topology(&ctx.roots.sys);
     // One sibling of each core: the CPUs audio can use without sharing a core.
@@ -381,30 +316,16 @@ fn smt(ctx: &Ctx) -> Finding {
     );
     let state = read_optional(&control).ok().flatten();
     match state.as_deref() {
-        Some("off" | "forceoff") => Finding::new(id, AREA, title, Status::Pass, "off: every CPU has a core to itself", source),
+        Some("off" | "forceoff") => check.pass("off: every CPU has a core to itself", source),
         Some("notsupported" | "notimplemented") => {
-            Finding::new(id, AREA, title, Status::Pass, "not supported by this CPU: every CPU has a core to itself", source)
+            check.pass("not supported by this CPU: every CPU has a core to itself", source)
         }
-        _ if shared.is_empty() && !topo.is_empty() => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("{}: no CPU shares its core", state.as_deref().unwrap_or("no smt/control")),
-            source,
-        ),
-        _ if topo.is_empty() => Finding::new(id, AREA, title, Status::Unknown, "no topology to read", source),
-        _ => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!(
+        _ if shared.is_empty() && !topo.is_empty() => check.pass(format!("{}: no CPU shares its core", state.as_deref().unwrap_or("no smt/control")), source),
+        _ if topo.is_empty() => check.unknown("no topology to read", source),
+        _ => check.warn(format!(
                 "on: siblings {} share cores, so an audio thread runs slower while its sibling is busy",
                 shared.join(", ")
-            ),
-            source,
-        )
+            ), source)
         .with_fix(format!(
             "run xrunlab with --cpus {} (one CPU per core), or turn SMT off: echo off | sudo tee /sys/devices/system/cpu/smt/control",
             format_cpu_list(&firsts)
@@ -413,8 +334,11 @@ fn smt(ctx: &Ctx) -> Finding {
 }
 
 fn idle(ctx: &Ctx) -> Finding {
-    let id = "cpu.idle_states";
-    let title = "Idle states against the buffer period";
+    let check = Check::new(
+        "cpu.idle_states",
+        AREA,
+        "Idle states against the buffer period",
+    );
     let states = idle_states(&ctx.roots.sys);
     let source = format!(
         "{}, {}",
@@ -427,11 +351,7 @@ fn idle(ctx: &Ctx) -> Finding {
     let driver = xrunlab_sys::cpuidle::idle_driver(&ctx.roots.sys)
         .unwrap_or_else(|| "unknown driver".to_owned());
     if states.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        return check.unknown(
             "no cpuidle states listed: how deep CPUs sleep is up to the firmware or hypervisor",
             source,
         );
@@ -475,11 +395,7 @@ fn idle(ctx: &Ctx) -> Finding {
         .map(|(name, _, _)| name.as_str())
         .collect();
     if deep.is_empty() && !unreadable.is_empty() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        return check.unknown(
             format!(
                 "{reason}: the exit latency of {} is unreadable",
                 unreadable.join(", ")
@@ -488,11 +404,7 @@ fn idle(ctx: &Ctx) -> Finding {
         );
     }
     let Some(&(_, worst_name, worst)) = deep.iter().max_by_key(|d| d.2) else {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        return check.pass(
             format!("{reason}: every enabled state wakes within a tenth of it"),
             source,
         );
@@ -508,17 +420,10 @@ fn idle(ctx: &Ctx) -> Finding {
     } else {
         Status::Warn
     };
-    Finding::new(
-        id,
-        AREA,
-        title,
-        status,
-        format!(
+    check.finding(status, format!(
             "{reason}: waking from {worst_name} takes {worst} us, {:.0} % of it (warn above 10 %, fail from 50 %)",
             worst as f64 * 100.0 / period
-        ),
-        source,
-    )
+        ), source)
     .with_fix(format!(
         "run xrunlab with --pm-qos (holds /dev/cpu_dma_latency at 0 while it runs), or disable the deep states: \
          echo 1 | sudo tee /sys/devices/system/cpu/cpu*/cpuidle/{states_glob}/disable"
@@ -526,16 +431,11 @@ fn idle(ctx: &Ctx) -> Finding {
 }
 
 fn pm_qos(ctx: &Ctx) -> Finding {
-    let id = "cpu.pm_qos";
-    let title = "PM QoS device (/dev/cpu_dma_latency)";
+    let check = Check::new("cpu.pm_qos", AREA, "PM QoS device (/dev/cpu_dma_latency)");
     let path = ctx.roots.fs("dev/cpu_dma_latency");
     let source = format!("access({}, W_OK)", shown(&path));
     if !path.exists() {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        return check.unknown(
             format!(
                 "{} is missing: no CPU wake-up latency requests possible",
                 shown(&path)
@@ -544,35 +444,17 @@ fn pm_qos(ctx: &Ctx) -> Finding {
         );
     }
     let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
-            "the path holds a NUL byte",
-            source,
-        );
+        return check.unknown("the path holds a NUL byte", source);
     };
     // SAFETY: `c_path` is a live NUL-terminated string; access only reads it.
     let writable = unsafe { libc::access(c_path.as_ptr(), libc::W_OK) } == 0;
     if writable {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             "writable: xrunlab --pm-qos (and DAWs) can keep CPUs out of deep idle states",
             source,
         )
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            "not writable by this user: --pm-qos and DAWs cannot keep CPUs out of deep idle states",
-            source,
-        )
+        check.warn("not writable by this user: --pm-qos and DAWs cannot keep CPUs out of deep idle states", source)
         .with_fix(
             "echo 'KERNEL==\"cpu_dma_latency\", GROUP=\"audio\", MODE=\"0660\"' | sudo tee /etc/udev/rules.d/99-cpu-dma-latency.rules && sudo udevadm trigger",
         )
@@ -580,43 +462,24 @@ fn pm_qos(ctx: &Ctx) -> Finding {
 }
 
 fn energy(ctx: &Ctx) -> Finding {
-    let id = "cpu.energy";
-    let title = "Energy measurement (RAPL)";
+    let check = Check::new("cpu.energy", AREA, "Energy measurement (RAPL)");
     let path = ctx.roots.sys("class/powercap/intel-rapl:0/energy_uj");
     let source = shown(&path);
     match read_optional(&path) {
-        Ok(Some(v)) if v.parse::<u64>().is_ok() => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        Ok(Some(v)) if v.parse::<u64>().is_ok() => check.pass(
             "RAPL package energy is readable: the dashboard measures energy",
             source,
         ),
-        Ok(Some(v)) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        Ok(Some(v)) => check.unknown(
             format!("{source} holds {v:?}, which does not parse"),
             source,
         ),
-        Ok(None) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        Ok(None) => check.unknown(
             "no RAPL on this machine: the dashboard's energy view is an estimate (labelled so)",
             source,
         ),
-        Err(e) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("{e}: energy is estimated instead"),
-            source,
-        )
-        .with_fix("run as root, or: sudo chmod o+r /sys/class/powercap/intel-rapl:*/energy_uj"),
+        Err(e) => check
+            .warn(format!("{e}: energy is estimated instead"), source)
+            .with_fix("run as root, or: sudo chmod o+r /sys/class/powercap/intel-rapl:*/energy_uj"),
     }
 }

@@ -3,9 +3,9 @@
 //! that grant it real-time rights, and rtkit. Runs on the main thread.
 
 use super::Ctx;
-use crate::finding::{Area, Finding, Status};
-use crate::process::{parse_limit, CAP_IPC_LOCK, CAP_SYS_NICE};
-use crate::roots::shown;
+use crate::finding::{Area, Check, Finding, Status};
+use crate::process::{parse_limit, Limit, CAP_IPC_LOCK, CAP_SYS_NICE};
+use crate::roots::{conf_files, shown};
 
 const AREA: Area = Area::Realtime;
 
@@ -28,31 +28,17 @@ fn status_source(ctx: &Ctx) -> String {
 }
 
 fn user(ctx: &Ctx) -> Finding {
-    let title = "User the checks describe";
+    let check = Check::new("rt.user", AREA, "User the checks describe");
     match &ctx.process {
-        Err(e) => Finding::new(
-            "rt.user",
-            AREA,
-            title,
-            Status::Unknown,
-            e.clone(),
-            status_source(ctx),
-        ),
-        Ok(p) if p.uid == 0 => Finding::new(
-            "rt.user",
-            AREA,
-            title,
-            Status::Warn,
-            "running as root (uid 0): root has CAP_SYS_NICE and CAP_IPC_LOCK, so the \
+        Err(e) => check.unknown(e.clone(), status_source(ctx)),
+        Ok(p) if p.uid == 0 => check
+            .warn(
+                "running as root (uid 0): root has CAP_SYS_NICE and CAP_IPC_LOCK, so the \
              real-time findings describe root, not the user who runs your audio software",
-            status_source(ctx),
-        )
-        .with_fix("run `xrunlab doctor` again as the user who runs your audio software"),
-        Ok(p) => Finding::new(
-            "rt.user",
-            AREA,
-            title,
-            Status::Pass,
+                status_source(ctx),
+            )
+            .with_fix("run `xrunlab doctor` again as the user who runs your audio software"),
+        Ok(p) => check.pass(
             format!(
                 "running as {} (uid {}), as audio software would",
                 ctx.user_label(),
@@ -73,41 +59,20 @@ fn limits_fix(ctx: &Ctx) -> String {
 }
 
 fn fifo(ctx: &Ctx) -> Finding {
-    let title = "SCHED_FIFO obtainable";
+    let check = Check::new("rt.fifo", AREA, "SCHED_FIFO obtainable");
     let source = "sched_setattr(SCHED_FIFO) on a scratch thread".to_owned();
     let tried = ctx.probes.fifo_attempts.join("; ");
     let want = ctx.opts.audio_priority;
     match ctx.probes.fifo_max_priority {
-        Some(p) if p >= want => Finding::new(
-            "rt.fifo",
-            AREA,
-            title,
-            Status::Pass,
-            format!(
+        Some(p) if p >= want => check.pass(format!(
                 "SCHED_FIFO up to priority {p} (audio threads use {want}); tried: {tried}"
-            ),
-            source,
-        ),
-        Some(p) => Finding::new(
-            "rt.fifo",
-            AREA,
-            title,
-            Status::Warn,
-            format!(
+            ), source),
+        Some(p) => check.warn(format!(
                 "SCHED_FIFO only up to priority {p}, below the {want} audio threads ask for; \
                  tried: {tried}"
-            ),
-            source,
-        )
+            ), source)
         .with_fix(format!("run xrunlab with --priority {p}, or raise the limit: {}", limits_fix(ctx))),
-        None => Finding::new(
-            "rt.fifo",
-            AREA,
-            title,
-            Status::Fail,
-            format!("no SCHED_FIFO priority could be set: audio threads will run as SCHED_OTHER; tried: {tried}"),
-            source,
-        )
+        None => check.fail(format!("no SCHED_FIFO priority could be set: audio threads will run as SCHED_OTHER; tried: {tried}"), source)
         .with_fix(limits_fix(ctx)),
     }
 }
@@ -116,58 +81,30 @@ fn limits_source(ctx: &Ctx) -> String {
     shown(&ctx.roots.proc("self/limits"))
 }
 
+/// The limit on the line starting with `label` of /proc/self/limits, or why it is unknown.
+fn limit(ctx: &Ctx, label: &str) -> Result<Limit, String> {
+    let text = ctx.limits.as_ref().map_err(Clone::clone)?;
+    parse_limit(text, label)
+        .ok_or_else(|| format!("{} has no readable \"{label}\" line", limits_source(ctx)))
+}
+
 fn rtprio_limit(ctx: &Ctx) -> Finding {
-    let title = "RLIMIT_RTPRIO";
-    let id = "rt.rtprio_limit";
-    let limit = match ctx
-        .limits
-        .as_ref()
-        .map(|t| parse_limit(t, "Max realtime priority"))
-    {
-        Err(e) => {
-            return Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Unknown,
-                e.clone(),
-                limits_source(ctx),
-            )
-        }
-        Ok(None) => {
-            return Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Unknown,
-                format!(
-                    "{} has no readable \"Max realtime priority\" line",
-                    limits_source(ctx)
-                ),
-                limits_source(ctx),
-            )
-        }
-        Ok(Some(l)) => l,
+    let check = Check::new("rt.rtprio_limit", AREA, "RLIMIT_RTPRIO");
+    let limit = match limit(ctx, "Max realtime priority") {
+        Ok(l) => l,
+        Err(why) => return check.unknown(why, limits_source(ctx)),
     };
     let shown_limit = format!("soft {}, hard {}", limit.show_soft(""), limit.show_hard(""));
     let privileged = ctx.process.as_ref().is_ok_and(|p| p.has_cap(CAP_SYS_NICE));
     let want = u64::from(ctx.opts.audio_priority);
     let soft = limit.soft.unwrap_or(u64::MAX);
     if privileged {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             format!("{shown_limit}; not needed: this process has CAP_SYS_NICE"),
             limits_source(ctx),
         )
     } else if soft >= want {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             format!(
                 "{shown_limit}: priorities up to {} allowed",
                 limit.show_soft("")
@@ -175,93 +112,46 @@ fn rtprio_limit(ctx: &Ctx) -> Finding {
             limits_source(ctx),
         )
     } else if soft > 0 {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("{shown_limit}: below the priority {want} audio threads ask for"),
-            limits_source(ctx),
-        )
-        .with_fix(limits_fix(ctx))
+        check
+            .warn(
+                format!("{shown_limit}: below the priority {want} audio threads ask for"),
+                limits_source(ctx),
+            )
+            .with_fix(limits_fix(ctx))
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Fail,
-            format!("{shown_limit}: no real-time priority allowed without CAP_SYS_NICE"),
-            limits_source(ctx),
-        )
-        .with_fix(limits_fix(ctx))
+        check
+            .fail(
+                format!("{shown_limit}: no real-time priority allowed without CAP_SYS_NICE"),
+                limits_source(ctx),
+            )
+            .with_fix(limits_fix(ctx))
     }
 }
 
 fn memlock_limit(ctx: &Ctx) -> Finding {
-    let title = "RLIMIT_MEMLOCK";
-    let id = "rt.memlock_limit";
-    let limit = match ctx
-        .limits
-        .as_ref()
-        .map(|t| parse_limit(t, "Max locked memory"))
-    {
-        Err(e) => {
-            return Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Unknown,
-                e.clone(),
-                limits_source(ctx),
-            )
-        }
-        Ok(None) => {
-            return Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Unknown,
-                format!(
-                    "{} has no readable \"Max locked memory\" line",
-                    limits_source(ctx)
-                ),
-                limits_source(ctx),
-            )
-        }
-        Ok(Some(l)) => l,
+    let check = Check::new("rt.memlock_limit", AREA, "RLIMIT_MEMLOCK");
+    let limit = match limit(ctx, "Max locked memory") {
+        Ok(l) => l,
+        Err(why) => return check.unknown(why, limits_source(ctx)),
     };
     let shown_limit = limit.show_soft("bytes");
     if ctx.process.as_ref().is_ok_and(|p| p.has_cap(CAP_IPC_LOCK)) {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             format!("{shown_limit}; not needed: this process has CAP_IPC_LOCK (mlockall works)"),
             limits_source(ctx),
         )
     } else if limit.soft.is_none() {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            "unlimited: mlockall works",
-            limits_source(ctx),
-        )
+        check.pass("unlimited: mlockall works", limits_source(ctx))
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!(
-                "{shown_limit}: mlockall (--mlock) of a whole audio process needs more; \
+        check
+            .warn(
+                format!(
+                    "{shown_limit}: mlockall (--mlock) of a whole audio process needs more; \
                  page faults can then stall real-time threads"
-            ),
-            limits_source(ctx),
-        )
-        .with_fix(limits_fix(ctx))
+                ),
+                limits_source(ctx),
+            )
+            .with_fix(limits_fix(ctx))
     }
 }
 
@@ -279,15 +169,7 @@ struct LimitLine {
 fn limit_lines(ctx: &Ctx) -> (Vec<LimitLine>, Vec<String>) {
     let base = ctx.roots.fs("etc/security/limits.conf");
     let mut files = vec![base];
-    let mut dropins: Vec<_> = std::fs::read_dir(ctx.roots.fs("etc/security/limits.d"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "conf"))
-        .collect();
-    dropins.sort();
-    files.extend(dropins);
+    files.extend(conf_files(&ctx.roots.fs("etc/security/limits.d")));
     let mut lines = Vec::new();
     let mut read_files = Vec::new();
     for file in files {
@@ -314,8 +196,7 @@ fn limit_lines(ctx: &Ctx) -> (Vec<LimitLine>, Vec<String>) {
 }
 
 fn audio_group(ctx: &Ctx) -> Finding {
-    let title = "Audio group and limits files";
-    let id = "rt.audio_group";
+    let check = Check::new("rt.audio_group", AREA, "Audio group and limits files");
     let (lines, files) = limit_lines(ctx);
     let mut source = vec![shown(&ctx.roots.fs("etc/group"))];
     source.push(if files.is_empty() {
@@ -326,7 +207,7 @@ fn audio_group(ctx: &Ctx) -> Finding {
     let source = source.join(", ");
     let groups = match &ctx.groups {
         Ok(g) => g,
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e.clone(), source),
+        Err(e) => return check.unknown(e.clone(), source),
     };
     let rt_lines: Vec<&LimitLine> = lines
         .iter()
@@ -345,11 +226,7 @@ fn audio_group(ctx: &Ctx) -> Finding {
         .map(|l| format!("{} rtprio {} ({})", l.domain, l.value, l.file))
         .collect();
     if let Some(l) = rt_lines.iter().find(|l| member_of(&l.domain[1..])) {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        return check.pass(
             format!(
                 "{user} is in {}, which {} grants rtprio {}",
                 &l.domain[1..],
@@ -367,11 +244,7 @@ fn audio_group(ctx: &Ctx) -> Finding {
         format!("limits files grant: {}", granting.join(", "))
     };
     if is_root {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        return check.pass(
             format!(
                 "root needs no group (CAP_SYS_NICE); {grants}{}",
                 if has_audio {
@@ -390,20 +263,16 @@ fn audio_group(ctx: &Ctx) -> Finding {
         ),
         None => limits_fix(ctx),
     };
-    Finding::new(
-        id,
-        AREA,
-        title,
-        Status::Warn,
-        format!("{user} is in no group that limits files grant real-time priority; {grants}"),
-        source,
-    )
-    .with_fix(fix)
+    check
+        .warn(
+            format!("{user} is in no group that limits files grant real-time priority; {grants}"),
+            source,
+        )
+        .with_fix(fix)
 }
 
 fn rtkit(ctx: &Ctx) -> Finding {
-    let title = "rtkit (RealtimeKit)";
-    let id = "rt.rtkit";
+    let check = Check::new("rt.rtkit", AREA, "rtkit (RealtimeKit)");
     let candidates = [
         "usr/libexec/rtkit-daemon",
         "usr/lib/rtkit/rtkit-daemon",
@@ -437,43 +306,15 @@ fn rtkit(ctx: &Ctx) -> Finding {
         })
         .unwrap_or_default();
     match (installed, running) {
-        (_, Some((pid, _))) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("rtkit-daemon runs (pid {pid}): desktop clients can ask it for real-time priority{rttime}"),
-            source,
-        ),
-        (Some(path), None) => Finding::new(
-            id,
-            AREA,
-            title,
-            if direct { Status::Pass } else { Status::Warn },
-            format!(
+        (_, Some((pid, _))) => check.pass(format!("rtkit-daemon runs (pid {pid}): desktop clients can ask it for real-time priority{rttime}"), source),
+        (Some(path), None) => check.finding(if direct { Status::Pass } else { Status::Warn }, format!(
                 "{} is installed but not running (it is started on demand over the system D-Bus){}{rttime}",
                 shown(&path),
                 if direct { "; not needed here: SCHED_FIFO is obtainable directly" } else { "" }
-            ),
-            source,
-        )
+            ), source)
         .with_fix("sudo systemctl start rtkit-daemon"),
-        (None, None) if direct => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("not installed; not needed: SCHED_FIFO is obtainable directly{rttime}"),
-            source,
-        ),
-        (None, None) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("not installed, and SCHED_FIFO is not obtainable directly{rttime}"),
-            source,
-        )
+        (None, None) if direct => check.pass(format!("not installed; not needed: SCHED_FIFO is obtainable directly{rttime}"), source),
+        (None, None) => check.warn(format!("not installed, and SCHED_FIFO is not obtainable directly{rttime}"), source)
         .with_fix(format!("sudo apt-get install rtkit, or: {}", limits_fix(ctx))),
     }
 }

@@ -2,7 +2,7 @@
 //! and filesystems to avoid for audio. Runs on the main thread.
 
 use super::Ctx;
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::roots::{read, read_value, shown};
 use xrunlab_sys::Outcome;
 
@@ -18,19 +18,11 @@ pub(super) fn check(ctx: &Ctx) -> Vec<Finding> {
 }
 
 fn mitigations(ctx: &Ctx) -> Finding {
-    let id = "system.mitigations";
-    let title = "CPU vulnerability mitigations";
+    let check = Check::new("system.mitigations", AREA, "CPU vulnerability mitigations");
     let dir = ctx.roots.sys("devices/system/cpu/vulnerabilities");
     let source = shown(&dir);
     let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
-            format!("{source} is missing or unreadable"),
-            source,
-        );
+        return check.unknown(format!("{source} is missing or unreadable"), source);
     };
     let mut names: Vec<(String, String)> = entries
         .flatten()
@@ -60,12 +52,7 @@ fn mitigations(ctx: &Ctx) -> Finding {
         .and_then(|c| c.value("mitigations"))
         .map(|v| format!("mitigations={v} on the command line; "))
         .unwrap_or_default();
-    Finding::new(
-        id,
-        AREA,
-        title,
-        Status::Pass,
-        format!(
+    check.pass(format!(
             "reported, not judged: {cmdline}{} mitigated ({}), {} vulnerable ({}), {} not affected; \
              mitigations cost some speed on system calls and context switches, and turning them \
              off (mitigations=off) trades security for it: measure before deciding",
@@ -74,69 +61,43 @@ fn mitigations(ctx: &Ctx) -> Finding {
             vulnerable.len(),
             vulnerable.join(", "),
             names.len() - mitigated.len() - vulnerable.len()
-        ),
-        source,
-    )
+        ), source)
 }
 
 fn swappiness(ctx: &Ctx) -> Finding {
-    let id = "system.swappiness";
-    let title = "Swappiness";
+    let check = Check::new("system.swappiness", AREA, "Swappiness");
     let swaps = ctx.roots.proc("swaps");
     let path = ctx.roots.proc("sys/vm/swappiness");
     let source = format!("{}, {}", shown(&swaps), shown(&path));
     let swap_devices = match read(&swaps) {
         Ok(t) => t.lines().skip(1).filter(|l| !l.trim().is_empty()).count(),
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e, source),
+        Err(e) => return check.unknown(e, source),
     };
     let value: u32 = match read_value(&path) {
         Ok(v) => v,
         Err(e) if swap_devices == 0 => {
-            return Finding::new(
-                id,
-                AREA,
-                title,
-                Status::Pass,
-                format!("no swap configured ({e})"),
-                source,
-            )
+            return check.pass(format!("no swap configured ({e})"), source)
         }
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e, source),
+        Err(e) => return check.unknown(e, source),
     };
     if swap_devices == 0 {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             format!("no swap configured (vm.swappiness {value} does not apply)"),
             source,
         )
     } else if value <= 10 {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             format!("vm.swappiness {value} with {swap_devices} swap device(s)"),
             source,
         )
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("vm.swappiness {value} with {swap_devices} swap device(s): audio buffers may be swapped out under memory pressure"),
-            source,
-        )
+        check.warn(format!("vm.swappiness {value} with {swap_devices} swap device(s): audio buffers may be swapped out under memory pressure"), source)
         .with_fix("sudo sysctl vm.swappiness=10 && echo vm.swappiness=10 | sudo tee /etc/sysctl.d/90-audio.conf")
     }
 }
 
 fn uclamp(ctx: &Ctx) -> Finding {
-    let id = "system.uclamp";
-    let title = "Utilization clamping (uclamp)";
+    let check = Check::new("system.uclamp", AREA, "Utilization clamping (uclamp)");
     let source = format!(
         "sched_setattr(SCHED_FLAG_UTIL_CLAMP_MIN 512) on a scratch thread, {}",
         shown(&ctx.roots.proc("sys/kernel/sched_util_clamp_min"))
@@ -149,44 +110,22 @@ fn uclamp(ctx: &Ctx) -> Finding {
         .map(|v| format!(" (CONFIG_UCLAMP_TASK={v})"))
         .unwrap_or_default();
     match &ctx.probes.uclamp {
-        Outcome::Applied { detail } => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("works ({detail}): xrunlab's work interval asks the scheduler for speed with uclamp.min"),
-            source,
-        ),
-        Outcome::Unsupported { reason } => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("{reason}: xrunlab's work interval (uclamp.min) has no effect here; other settings must keep the CPU fast"),
-            source,
-        )
+        Outcome::Applied { detail } => check.pass(format!("works ({detail}): xrunlab's work interval asks the scheduler for speed with uclamp.min"), source),
+        Outcome::Unsupported { reason } => check.warn(format!("{reason}: xrunlab's work interval (uclamp.min) has no effect here; other settings must keep the CPU fast"), source)
         .with_fix("use a kernel built with CONFIG_UCLAMP_TASK=y"),
-        Outcome::Refused { reason, .. } => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("refused: {reason}{config}"),
-            source,
-        )
+        Outcome::Refused { reason, .. } => check.warn(format!("refused: {reason}{config}"), source)
         .with_fix("give the audio user CAP_SYS_NICE (raising uclamp.min needs it)"),
-        Outcome::NotRequested => Finding::new(id, AREA, title, Status::Unknown, "not probed", source),
+        Outcome::NotRequested => check.unknown("not probed", source),
     }
 }
 
 fn filesystems(ctx: &Ctx) -> Finding {
-    let id = "system.filesystems";
-    let title = "Filesystems";
+    let check = Check::new("system.filesystems", AREA, "Filesystems");
     let path = ctx.roots.proc("mounts");
     let source = shown(&path);
     let text = match read(&path) {
         Ok(t) => t,
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e, source),
+        Err(e) => return check.unknown(e, source),
     };
     // Network and FUSE filesystems can stall a reader for a long time; reiserfs is known to
     // take long locks. Audio files streamed from them can arrive late.
@@ -204,26 +143,16 @@ fn filesystems(ctx: &Ctx) -> Finding {
         })
         .collect();
     if avoid.is_empty() {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            "no network, FUSE or reiserfs mounts",
-            source,
-        )
+        check.pass("no network, FUSE or reiserfs mounts", source)
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!(
-                "keep audio files off these mounts, whose reads can stall: {}",
-                avoid.join(", ")
-            ),
-            source,
-        )
-        .with_fix("record to and play from a local ext4, xfs or btrfs filesystem")
+        check
+            .warn(
+                format!(
+                    "keep audio files off these mounts, whose reads can stall: {}",
+                    avoid.join(", ")
+                ),
+                source,
+            )
+            .with_fix("record to and play from a local ext4, xfs or btrfs filesystem")
     }
 }

@@ -3,14 +3,14 @@
 //! reading them through perf. Runs on the main thread.
 
 use super::Ctx;
-use crate::finding::{Area, Finding, Status};
+use crate::finding::{Area, Check, Finding};
 use crate::process::{CAP_PERFMON, CAP_SYS_ADMIN};
 use crate::roots::{read, read_value, shown};
 
 const AREA: Area = Area::Tracing;
 
-/// The events xrunlab's trace blames late buffers with.
-const EVENTS: [&str; 7] = [
+/// The tracepoints xrunlab's trace blames late buffers with, as `group/event`.
+pub const EVENTS: [&str; 7] = [
     "sched/sched_switch",
     "sched/sched_wakeup",
     "sched/sched_waking",
@@ -28,19 +28,13 @@ pub(super) fn check(ctx: &Ctx) -> Vec<Finding> {
 /// Finds tracefs in /proc/mounts; returns the finding and whether it is mounted at
 /// /sys/kernel/tracing.
 fn tracefs(ctx: &Ctx) -> (Finding, bool) {
-    let id = "trace.tracefs";
-    let title = "tracefs";
+    let check = Check::new("trace.tracefs", AREA, "tracefs");
     let mounts = ctx.roots.proc("mounts");
     let filesystems = ctx.roots.proc("filesystems");
     let source = format!("{}, {}", shown(&mounts), shown(&filesystems));
     let text = match read(&mounts) {
         Ok(t) => t,
-        Err(e) => {
-            return (
-                Finding::new(id, AREA, title, Status::Unknown, e, source),
-                false,
-            )
-        }
+        Err(e) => return (check.unknown(e, source), false),
     };
     let points: Vec<&str> = text
         .lines()
@@ -52,14 +46,7 @@ fn tracefs(ctx: &Ctx) -> (Finding, bool) {
         })
         .collect();
     if points.contains(&"/sys/kernel/tracing") {
-        let f = Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            "mounted at /sys/kernel/tracing",
-            source,
-        );
+        let f = check.pass("mounted at /sys/kernel/tracing", source);
         return (f, true);
     }
     let known = read(&filesystems).map(|t| {
@@ -68,56 +55,35 @@ fn tracefs(ctx: &Ctx) -> (Finding, bool) {
     });
     let fix = "sudo mount -t tracefs nodev /sys/kernel/tracing";
     let f = match (points.first(), known) {
-        (Some(p), _) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("mounted at {p}, not at /sys/kernel/tracing where xrunlab looks"),
-            source,
-        )
-        .with_fix(fix),
-        (None, Ok(true)) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            "not mounted, but the kernel has it: dropout forensics need it mounted",
-            source,
-        )
-        .with_fix(fix),
-        (None, Ok(false)) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            "this kernel has no tracefs (CONFIG_TRACING off): no dropout forensics",
-            source,
-        )
-        .with_fix("use a kernel built with CONFIG_FTRACE=y"),
-        (None, Err(e)) => Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
-            format!("not mounted; {e}"),
-            source,
-        ),
+        (Some(p), _) => check
+            .warn(
+                format!("mounted at {p}, not at /sys/kernel/tracing where xrunlab looks"),
+                source,
+            )
+            .with_fix(fix),
+        (None, Ok(true)) => check
+            .warn(
+                "not mounted, but the kernel has it: dropout forensics need it mounted",
+                source,
+            )
+            .with_fix(fix),
+        (None, Ok(false)) => check
+            .warn(
+                "this kernel has no tracefs (CONFIG_TRACING off): no dropout forensics",
+                source,
+            )
+            .with_fix("use a kernel built with CONFIG_FTRACE=y"),
+        (None, Err(e)) => check.unknown(format!("not mounted; {e}"), source),
     };
     (f, false)
 }
 
 fn events(ctx: &Ctx, mounted: bool) -> Finding {
-    let id = "trace.events";
-    let title = "Scheduler and IRQ trace events";
+    let check = Check::new("trace.events", AREA, "Scheduler and IRQ trace events");
     let dir = ctx.roots.sys("kernel/tracing/events");
     let source = shown(&dir);
     if !mounted {
-        return Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Unknown,
+        return check.unknown(
             "tracefs is not mounted at /sys/kernel/tracing, so its events cannot be listed",
             source,
         );
@@ -128,30 +94,15 @@ fn events(ctx: &Ctx, mounted: bool) -> Finding {
         .filter(|e| !dir.join(e).is_dir())
         .collect();
     if missing.is_empty() {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("all present: {}", EVENTS.join(", ")),
-            source,
-        )
+        check.pass(format!("all present: {}", EVENTS.join(", ")), source)
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("missing: {} (blame cards will lack them)", missing.join(", ")),
-            source,
-        )
+        check.warn(format!("missing: {} (blame cards will lack them)", missing.join(", ")), source)
         .with_fix("use a kernel built with CONFIG_FTRACE=y and CONFIG_TRACING=y (the sched and irq events come with it)")
     }
 }
 
 fn paranoid(ctx: &Ctx) -> Finding {
-    let id = "trace.perf_paranoid";
-    let title = "perf_event_paranoid";
+    let check = Check::new("trace.perf_paranoid", AREA, "perf_event_paranoid");
     let path = ctx.roots.proc("sys/kernel/perf_event_paranoid");
     let source = format!(
         "{}, {}",
@@ -160,39 +111,25 @@ fn paranoid(ctx: &Ctx) -> Finding {
     );
     let value: i32 = match read_value(&path) {
         Ok(v) => v,
-        Err(e) => return Finding::new(id, AREA, title, Status::Unknown, e, source),
+        Err(e) => return check.unknown(e, source),
     };
     let privileged = ctx
         .process
         .as_ref()
         .is_ok_and(|p| p.has_cap(CAP_PERFMON) || p.has_cap(CAP_SYS_ADMIN));
     if privileged {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
+        check.pass(
             format!("{value}; not limiting: this process has CAP_PERFMON/CAP_SYS_ADMIN"),
             source,
         )
     } else if value <= -1 {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Pass,
-            format!("{value}: any user may record tracepoints"),
-            source,
-        )
+        check.pass(format!("{value}: any user may record tracepoints"), source)
     } else {
-        Finding::new(
-            id,
-            AREA,
-            title,
-            Status::Warn,
-            format!("{value}: without CAP_PERFMON, tracepoint records (raw samples) need -1"),
-            source,
-        )
-        .with_fix("sudo sysctl kernel.perf_event_paranoid=-1 (or run the trace as root)")
+        check
+            .warn(
+                format!("{value}: without CAP_PERFMON, tracepoint records (raw samples) need -1"),
+                source,
+            )
+            .with_fix("sudo sysctl kernel.perf_event_paranoid=-1 (or run the trace as root)")
     }
 }

@@ -63,15 +63,7 @@ impl Machine {
             .fs("etc/group", "root:x:0:\naudio:x:29:alice\nalice:x:1000:\n")
             .fs("etc/security/limits.d/audio.conf", "@audio   -  rtprio     95\n@audio   -  memlock    unlimited\n")
             .fs("dev/cpu_dma_latency", "");
-        for event in [
-            "sched/sched_switch",
-            "sched/sched_wakeup",
-            "sched/sched_waking",
-            "irq/irq_handler_entry",
-            "irq/irq_handler_exit",
-            "irq/softirq_entry",
-            "irq/softirq_exit",
-        ] {
+        for event in xrunlab_doctor::checks::TRACE_EVENTS {
             m.sys(
                 &format!("kernel/tracing/events/{event}/format"),
                 "name: x\n",
