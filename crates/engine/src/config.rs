@@ -40,6 +40,8 @@ pub fn recommended_threads(cpus: Option<&[usize]>) -> usize {
 }
 /// How long the driver may spin on the workers before it sleeps, in microseconds.
 pub const DRIVER_SPIN_US_RANGE: (u32, u32) = (0, 1_000);
+/// Test hook: how many times the kernel's cost is multiplied ([`EngineConfig::kernel_slowdown`]).
+pub const KERNEL_SLOWDOWN_RANGE: (u32, u32) = (1, 16);
 
 /// How the driver thread takes part in the render.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -199,6 +201,12 @@ pub struct EngineConfig {
     pub rt: RtConfig,
     /// Enable audio input (metered, not mixed).
     pub input: bool,
+    /// Test hook, 1..=16 (1 = off): every chunk of partials is rendered this many
+    /// times (the extra passes from the same phases into scratch buffers that are
+    /// thrown away), so the kernel costs K times as much while the output stays the
+    /// same. Lets tests check that a slower kernel lowers the measured capacity; a
+    /// slowed result reads back as preset [`Preset::Custom`] and says so.
+    pub kernel_slowdown: u32,
 }
 
 impl Default for EngineConfig {
@@ -228,6 +236,7 @@ impl Default for EngineConfig {
             work_interval: true,
             rt: RtConfig::default(),
             input: false,
+            kernel_slowdown: 1,
         };
         c.apply_preset(Preset::Standard);
         c
@@ -350,6 +359,11 @@ impl EngineConfig {
         check_range("threads", self.threads, THREADS_RANGE)?;
         check_pct("min_load", self.min_load_pct, 0.0)?;
         check_range("driver_spin_us", self.driver_spin_us, DRIVER_SPIN_US_RANGE)?;
+        check_range(
+            "kernel_slowdown",
+            self.kernel_slowdown,
+            KERNEL_SLOWDOWN_RANGE,
+        )?;
         check_range("busy_threads", self.busy.count, BUSY_COUNT_RANGE)?;
         check_range("busy_period_ms", self.busy.period_ms, BUSY_PERIOD_MS_RANGE)?;
         check_pct("busy_duty", self.busy.duty_pct, 0.0)?;
@@ -437,9 +451,11 @@ impl EngineConfig {
 
     /// Which preset the settings match; anything else is [`Preset::Custom`].
     pub fn preset(&self) -> Preset {
+        // A slowed kernel is a test hook, never a preset's workload.
         let common = self.threads == self.recommended_threads()
             && self.min_load_pct == 0.0
-            && self.driver_spin_us == 0;
+            && self.driver_spin_us == 0
+            && self.kernel_slowdown == 1;
         if common
             && self.driver_mode == DriverMode::ProcessesSines
             && self.work_interval
@@ -489,6 +505,7 @@ impl EngineConfig {
             || self.work_interval != new.work_interval
             || self.rt != new.rt
             || self.input != new.input
+            || self.kernel_slowdown != new.kernel_slowdown
     }
 }
 
@@ -546,6 +563,13 @@ mod tests {
             "presets block at once, as AudioPerfLab's driver does"
         );
         assert_eq!(EngineConfig::default().driver_spin_us, 0);
+        c.kernel_slowdown = 3;
+        assert_eq!(
+            c.preset(),
+            Preset::Custom,
+            "a slowed kernel never passes for a preset"
+        );
+        assert_eq!(EngineConfig::default().kernel_slowdown, 1);
     }
 
     #[test]
@@ -585,6 +609,16 @@ mod tests {
             ),
             (Box::new(|c| c.sines = usize::MAX), "sines", "at 48000 Hz"),
             (Box::new(|c| c.chords = 0), "chords", "1..=256"),
+            (
+                Box::new(|c| c.kernel_slowdown = 0),
+                "kernel_slowdown",
+                "1..=16",
+            ),
+            (
+                Box::new(|c| c.kernel_slowdown = 17),
+                "kernel_slowdown",
+                "1..=16",
+            ),
         ];
         for (mutate, field, allowed) in cases {
             let mut c = ok.clone();
@@ -636,5 +670,11 @@ mod tests {
         assert!(!a.needs_restart(&b));
         b.threads = 3;
         assert!(a.needs_restart(&b));
+        let mut slowed = a.clone();
+        slowed.kernel_slowdown = 3;
+        assert!(
+            a.needs_restart(&slowed),
+            "the slowdown's scratch is built with the audio threads"
+        );
     }
 }
