@@ -338,6 +338,11 @@ pub struct EngineArgs {
     /// Partials per atomic work claim.
     #[arg(long, value_name = "N", help_heading = "Workload")]
     pub chunk_size: Option<usize>,
+    /// Test hook: the kernel costs K times as much, 1..=16 (each chunk is rendered K
+    /// times, the extra passes into scratch); results state it and read back as preset custom.
+    #[arg(long, value_name = "K", hide = true, allow_negative_numbers = true,
+          value_parser = slowdown_parser())]
+    pub kernel_slowdown: Option<u32>,
 
     /// Processing threads, 1..=64 (the driver counts when it processes sines); presets use
     /// the physical cores xrunlab may use, as AudioPerfLab uses the recommended count.
@@ -443,6 +448,12 @@ pub fn parse_chord(s: &str) -> Result<xrunlab_dsp::ChordNotes, String> {
     })
 }
 
+/// `--kernel-slowdown`'s values: clap names the flag and the range, negative numbers included.
+pub fn slowdown_parser() -> clap::builder::RangedI64ValueParser<u32> {
+    let (lo, hi) = xrunlab_engine::config::KERNEL_SLOWDOWN_RANGE;
+    clap::value_parser!(u32).range(i64::from(lo)..=i64::from(hi))
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write e.g. 10s, 500ms, 2m)"))?;
     if d.is_zero() {
@@ -497,6 +508,9 @@ impl EngineArgs {
         }
         if let Some(v) = self.chunk_size {
             c.chunk_size = v;
+        }
+        if let Some(v) = self.kernel_slowdown {
+            c.kernel_slowdown = v;
         }
         if let Some(v) = self.threads {
             c.threads = v;
@@ -569,6 +583,7 @@ fn flag_error(e: &xrunlab_engine::ConfigError) -> String {
         "busy_period_ms" => "--busy-period",
         "busy_duty" => "--busy-duty",
         "driver_spin_us" => "--driver-spin",
+        "kernel_slowdown" => "--kernel-slowdown",
         "priority" => "--priority",
         "deadline_runtime" => "--deadline-runtime",
         "uclamp_min" => "--uclamp-min",
