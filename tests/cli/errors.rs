@@ -80,6 +80,14 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
             &["run", "--hang-worker", "2", "--hang-every", "1s"],
             &["--hang-worker", "1..=1"],
         ),
+        (
+            &["run", "--kernel-slowdown", "17"],
+            &["--kernel-slowdown", "1..=16"],
+        ),
+        (
+            &["run", "--kernel-slowdown", "-1"],
+            &["--kernel-slowdown", "1..=16"],
+        ),
         (&["run", "--cpus", "3-1"], &["--cpus"]),
         (&["run", "--device", "alsa"], &["--device", "sim", "jack"]),
         (&["render"], &["--out"]),

@@ -517,9 +517,96 @@ fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it()
         .starts_with("preset,buffer,sines,pct_of_one_core"));
 }
 
+/// One `capacity --quick` at 2048 frames with `--kernel-slowdown k`: (confirmed count, whether a
+/// search trial had a dropout, the point's JSON). 2048 frames (42.7 ms) make a few ms of
+/// preemption by the shared machine small against the period, so the CPU time bounds the count.
+fn slowed_capacity(dir: &std::path::Path, k: u32, round: usize) -> (u64, bool, serde_json::Value) {
+    let j = dir.join(format!("k{k}-{round}.json"));
+    let k_arg = k.to_string();
+    let out = run_ok(&[
+        "capacity",
+        "--quick",
+        "--buffers",
+        "2048",
+        "--seconds",
+        "500ms",
+        "--repeats",
+        "1",
+        "--burst-load",
+        "0",
+        "--latency-sines",
+        "1",
+        "--kernel-slowdown",
+        &k_arg,
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let r = json(&j);
+    assert_eq!(r["result"]["params"]["kernel_slowdown"], k, "recorded");
+    let said = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("kernel slowed"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(said, k != 1, "a slowed result says so: {}", r["warnings"]);
+    assert_eq!(stdout.contains("kernel slowed"), k != 1, "{stdout}");
+    let p = r["result"]["points"][0].clone();
+    let bounded = p["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["dropouts"].as_u64().unwrap() > 0);
+    (p["sines"].as_u64().unwrap(), bounded, p)
+}
+
+#[test]
+fn capacity_with_a_kernel_slowed_3x_finds_about_a_third_of_the_count() {
+    let _turn = one_at_a_time();
+    let dir = scratch("lab-slowdown");
+    // The machine is shared: up to three rounds, alternating, keeping each setting's best count
+    // among the runs whose search met a dropout (a count no trial bounded says nothing).
+    // Three kernel passes per chunk: about 1/3, less the part of a buffer that is not the kernel.
+    let band = 0.15..=0.6;
+    let (mut best1, mut best3) = (0u64, 0u64);
+    let mut seen = Vec::new();
+    for round in 0..3 {
+        for k in [1, 3] {
+            let (sines, bounded, p) = slowed_capacity(&dir, k, round);
+            seen.push(format!(
+                "K={k}: {sines} sines, bounded {bounded}, trials {}",
+                p["trials"]
+            ));
+            let best = if k == 1 { &mut best1 } else { &mut best3 };
+            if bounded {
+                *best = (*best).max(sines);
+            }
+        }
+        if best1 > 0 && best3 > 0 && band.contains(&(best3 as f64 / best1 as f64)) {
+            break;
+        }
+    }
+    eprintln!("{}", seen.join("\n"));
+    assert!(
+        best1 > 0 && best3 > 0,
+        "each setting found a count its search bounded: {seen:#?}"
+    );
+    let ratio = best3 as f64 / best1 as f64;
+    assert!(
+        band.contains(&ratio),
+        "K=3 found {best3} sines, K=1 {best1}: ratio {ratio:.2} outside {band:?}: {seen:#?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn capacity_rejects_bad_presets_and_repeats() {
     usage_error(&["capacity", "--repeats", "0"], "--repeats", "1..=100");
+    usage_error(
+        &["capacity", "--kernel-slowdown", "0"],
+        "--kernel-slowdown",
+        "1..=16",
+    );
     usage_error(
         &["capacity", "--burst-load", "120"],
         "--burst-load",

@@ -46,8 +46,10 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
             "summary lacks {needle:?}:\n{stdout}"
         );
     }
+    assert!(!stdout.contains("slowed"), "a normal run is not slowed");
     let r = json(&j);
     assert_eq!(r["schema"], "xrunlab.run/1");
+    assert_eq!(r["config"]["kernel_slowdown"], 1);
     let p = &r["provenance"];
     for key in [
         "version",
@@ -121,6 +123,37 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
         "one row per buffer plus the header"
     );
     assert!(csv.lines().next().unwrap().contains("t1_wake_us"));
+}
+
+#[test]
+fn a_run_with_a_slowed_kernel_says_so_in_the_summary_and_the_result() {
+    let dir = scratch("run-slowed");
+    let j = dir.join("r.json");
+    let out = run_ok(&[
+        "run",
+        "--duration",
+        "500ms",
+        "--sines",
+        "100",
+        "--kernel-slowdown",
+        "3",
+        "--quiet",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("slowdown  kernel slowed 3x on purpose (--kernel-slowdown 3, a test hook)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("preset custom"), "{stdout}");
+    let r = json(&j);
+    assert_eq!(r["config"]["kernel_slowdown"], 3);
+    assert_eq!(
+        r["preset"], "custom",
+        "a slowed run never reads as a preset"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
