@@ -4,7 +4,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use xrunlab_engine::config::{
     ChordNotes, BUFFER_FRAMES_RANGE, BUSY_COUNT_RANGE, BUSY_PERIOD_MS_RANGE, CHORDS_RANGE,
-    CHUNK_SIZE_RANGE, DRIVER_SPIN_US_RANGE, SAMPLE_RATE_RANGE, THREADS_RANGE,
+    CHUNK_SIZE_RANGE, DRIVER_SPIN_US_RANGE, KERNEL_SLOWDOWN_RANGE, SAMPLE_RATE_RANGE,
+    THREADS_RANGE,
 };
 use xrunlab_engine::{ConfigError, EngineConfig, Preset};
 
@@ -162,6 +163,11 @@ fn fields() -> Vec<(&'static str, &'static str, String)> {
         ("rt.mlock", "mlock", "true or false".into()),
         ("rt.pm_qos", "pm_qos", "true or false".into()),
         ("input", "input", "true or false".into()),
+        (
+            "kernel_slowdown",
+            "kernel_slowdown",
+            format!("{} (a test hook; 1 = off)", r(KERNEL_SLOWDOWN_RANGE)),
+        ),
     ]
 }
 
