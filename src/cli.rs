@@ -347,6 +347,11 @@ pub struct EngineArgs {
           value_parser = within(limit::CHUNK_SIZE),
           help = format!("Partials per atomic work claim, {}", limit::CHUNK_SIZE))]
     pub chunk_size: Option<usize>,
+    /// Test hook: the kernel costs K times as much, 1..=16 (each chunk is rendered K
+    /// times, the extra passes into scratch); results state it and read back as preset custom.
+    #[arg(long, value_name = "K", hide = true, allow_negative_numbers = true,
+          value_parser = within(limit::KERNEL_SLOWDOWN))]
+    pub kernel_slowdown: Option<u32>,
 
     #[arg(long, value_name = "N", help_heading = "Threads and workarounds",
           value_parser = within(limit::THREADS),
@@ -519,6 +524,9 @@ impl EngineArgs {
         if let Some(v) = self.chunk_size {
             c.chunk_size = v;
         }
+        if let Some(v) = self.kernel_slowdown {
+            c.kernel_slowdown = v;
+        }
         if let Some(v) = self.threads {
             c.threads = v;
         }
@@ -585,6 +593,7 @@ fn flag_error(e: &xrunlab_engine::ConfigError) -> String {
         "busy_period_ms" => "--busy-period",
         "busy_duty" => "--busy-duty",
         "driver_spin_us" => "--driver-spin",
+        "kernel_slowdown" => "--kernel-slowdown",
         "priority" => "--priority",
         "deadline_runtime" => "--deadline-runtime",
         "uclamp_min" => "--uclamp-min",

@@ -217,6 +217,10 @@ pub struct CapacityArgs {
     /// With --device jack: the server's name (`jackd -n NAME`); default: $JACK_DEFAULT_SERVER or "default".
     #[arg(long, value_name = "NAME")]
     pub jack_server: Option<String>,
+    /// Test hook: the kernel costs K times as much, 1..=16; the result says so.
+    #[arg(long, value_name = "K", default_value_t = 1, hide = true,
+          allow_negative_numbers = true, value_parser = crate::cli::within(xrunlab_engine::config::limit::KERNEL_SLOWDOWN))]
+    pub kernel_slowdown: u32,
     #[command(flatten)]
     pub out: LabOut,
 }

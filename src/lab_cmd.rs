@@ -255,6 +255,7 @@ pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
     params.repeats = a.repeats;
     params.latency_sines = a.latency_sines;
     params.burst_load_pct = a.burst_load;
+    params.kernel_slowdown = a.kernel_slowdown;
     params.device = match a.device {
         DeviceKind::Sim => "sim",
         DeviceKind::Jack => "jack",

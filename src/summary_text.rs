@@ -135,6 +135,13 @@ pub fn render(r: &RunResult) -> String {
         );
     }
     let _ = writeln!(s, "spin      {}", driver_spin(c.driver_spin_us));
+    if c.kernel_slowdown != 1 {
+        let _ = writeln!(
+            s,
+            "slowdown  kernel slowed {k}x on purpose (--kernel-slowdown {k}, a test hook): loads are for a kernel {k} times as costly as this machine's",
+            k = c.kernel_slowdown
+        );
+    }
     for t in &r.scheduling.threads {
         let _ = writeln!(
             s,

@@ -106,6 +106,14 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
             &["run", "--hang-worker", "2", "--hang-every", "1s"],
             &["--hang-worker", "1..=1"],
         ),
+        (
+            &["run", "--kernel-slowdown", "17"],
+            &["--kernel-slowdown", "1..=16"],
+        ),
+        (
+            &["run", "--kernel-slowdown", "-1"],
+            &["--kernel-slowdown", "1..=16"],
+        ),
         (&["run", "--cpus", "3-1"], &["--cpus"]),
         (
             &["dashboard", "--stall", "2s", "--stall-every", "1s"],

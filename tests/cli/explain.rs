@@ -1,24 +1,21 @@
 //! `run --explain` and `run --trace` on the real kernel: an RT hog on the audio CPU is named in a dropout's card, an injected stall is blamed on the engine's own render, no privileges means a stated reason and a finished run, the Perfetto file holds a render slice per buffer and thread and an instant per dropout, SIGTERM leaves a valid trace and no tracing state, a full disk ends the trace with a warning. The root tests run one at a time (they share CPU 1).
 
 use crate::child::{output_as_nobody, require_root, spawn_run, stop_ok, wait_ok};
-use crate::{json, partials, run_json, run_ok, scratch, xrunlab};
+use crate::{cpus_alone, json, partials, run_json, run_ok, scratch, xrunlab};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use xrunlab_testkit::{reap, RtHog};
-
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const HOG_CPU: usize = 1;
 const HOG_NS: u64 = 20_000_000;
 
-/// Fails loudly without root, then waits for the other root tests: they take turns, sharing
-/// CPU 1.
-fn root_turn() -> std::sync::MutexGuard<'static, ()> {
+/// Fails loudly without root, then takes the CPUs alone: these tests hog or pin CPU 1, and
+/// another test's real-time threads there would be named in the cards.
+fn root_turn() -> std::sync::RwLockWriteGuard<'static, ()> {
     require_root();
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    cpus_alone()
 }
 
 /// Fails loudly when the tracer did not run: these tests are about its cards.

@@ -1,7 +1,7 @@
 //! Nothing measured is lost when a run ends badly: SIGTERM and SIGHUP end `run`, `render` and the dashboard cleanly; `kill -9` leaves a checkpoint and never destroys an earlier result; result paths are checked before a run starts.
 
 use crate::child::{kill_9, piped, spawn_dashboard, spawn_long_run, stop_ok};
-use crate::{json, partials, run_json, run_json_csv, run_ok, scratch, xrunlab};
+use crate::{cpus_shared, json, partials, run_json, run_json_csv, run_ok, scratch, xrunlab};
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -39,6 +39,7 @@ fn csv_rows(path: &Path) -> usize {
 
 #[test]
 fn sigterm_and_sighup_end_a_run_cleanly_and_keep_both_files() {
+    let _cpus = cpus_shared();
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
         let dir = scratch(&format!("signal-{name}"));
         let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
@@ -72,6 +73,7 @@ fn sigterm_and_sighup_end_a_run_cleanly_and_keep_both_files() {
 
 #[test]
 fn kill_9_during_a_long_run_leaves_a_valid_checkpoint_and_the_rows() {
+    let _cpus = cpus_shared();
     let dir = scratch("kill9-checkpoint");
     let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
     let child = spawn_long_run(&j, &c);
@@ -116,6 +118,7 @@ fn kill_9_during_a_long_run_leaves_a_valid_checkpoint_and_the_rows() {
 
 #[test]
 fn kill_9_before_the_first_checkpoint_leaves_the_previous_files_intact() {
+    let _cpus = cpus_shared();
     let dir = scratch("kill9-early");
     let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
     let old_json = "{\"earlier\": \"run\"}\n";
@@ -169,6 +172,7 @@ fn result_paths_in_a_missing_directory_fail_before_the_run_starts() {
 
 #[test]
 fn sigterm_ends_a_render_cleanly_with_a_readable_wav() {
+    let _cpus = cpus_shared();
     let dir = scratch("render-sigterm");
     let (wav, j) = (dir.join("chord.wav"), dir.join("r.json"));
     let child = spawn_long_render(&wav, &["--json", j.to_str().unwrap()]);
@@ -186,6 +190,7 @@ fn sigterm_ends_a_render_cleanly_with_a_readable_wav() {
 
 #[test]
 fn kill_9_during_a_render_keeps_the_earlier_wav_and_a_readable_partial_one() {
+    let _cpus = cpus_shared();
     let dir = scratch("render-kill9");
     let wav = dir.join("chord.wav");
     std::fs::write(&wav, b"an earlier render").unwrap();
@@ -205,6 +210,7 @@ fn kill_9_during_a_render_keeps_the_earlier_wav_and_a_readable_partial_one() {
 
 #[test]
 fn the_dashboard_stops_cleanly_on_sigterm_and_sighup() {
+    let _cpus = cpus_shared();
     for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
         let (child, url) = spawn_dashboard(&[]);
         assert!(url.starts_with("http://127.0.0.1:"), "{name}: {url}");
@@ -216,6 +222,7 @@ fn the_dashboard_stops_cleanly_on_sigterm_and_sighup() {
 
 #[test]
 fn the_driver_spin_is_a_setting_reported_in_the_results() {
+    let _cpus = cpus_shared();
     let (stdout, r) = run_json("spin", &["--duration", "300ms", "--driver-spin", "100"]);
     assert!(
         stdout.contains("driver spin before sleeping: 100 µs"),
@@ -240,6 +247,7 @@ fn the_driver_spin_is_a_setting_reported_in_the_results() {
 
 #[test]
 fn a_hung_worker_shows_as_incomplete_renders_naming_it() {
+    let _cpus = cpus_shared();
     let (stdout, r, csv) = run_json_csv(
         "hang",
         &[

@@ -12,6 +12,23 @@ mod run;
 mod soak;
 
 use std::process::{Command, Output};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// The two CPUs, as the tests share them. Tests that load them on purpose with real-time
+/// threads (the capacity search, the buffer sweep, an RT hog on CPU 1) take them alone; tests
+/// that judge a run's timing (no incomplete render, buffers counted in wall time) share them
+/// with each other but never run beside those.
+static CPUS: RwLock<()> = RwLock::new(());
+
+/// Waits until no other test holds the CPUs, then holds them alone.
+pub fn cpus_alone() -> RwLockWriteGuard<'static, ()> {
+    CPUS.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits until no test holds the CPUs alone; other timing tests may run meanwhile.
+pub fn cpus_shared() -> RwLockReadGuard<'static, ()> {
+    CPUS.read().unwrap_or_else(|p| p.into_inner())
+}
 
 /// The binary under test.
 pub fn xrunlab() -> Command {

@@ -1,11 +1,12 @@
 //! `xrunlab run` end to end: the JSON and CSV it writes, scripted bursts, and Ctrl-C keeping what was measured.
 
 use crate::child::{output_as_nobody, spawn_long_run, stop_ok};
-use crate::{json, run_json, run_json_csv, run_ok, scratch};
+use crate::{cpus_shared, json, run_json, run_json_csv, run_ok, scratch};
 use std::time::Duration;
 
 #[test]
 fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
+    let _cpus = cpus_shared();
     let (stdout, r, csv) = run_json_csv(
         "run",
         &[
@@ -37,7 +38,9 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
             "summary lacks {needle:?}:\n{stdout}"
         );
     }
+    assert!(!stdout.contains("slowed"), "a normal run is not slowed");
     assert_eq!(r["schema"], "xrunlab.run/1");
+    assert_eq!(r["config"]["kernel_slowdown"], 1);
     let p = &r["provenance"];
     for key in [
         "version",
@@ -113,7 +116,40 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
 }
 
 #[test]
+fn a_run_with_a_slowed_kernel_says_so_in_the_summary_and_the_result() {
+    let _cpus = cpus_shared();
+    let dir = scratch("run-slowed");
+    let j = dir.join("r.json");
+    let out = run_ok(&[
+        "run",
+        "--duration",
+        "500ms",
+        "--sines",
+        "100",
+        "--kernel-slowdown",
+        "3",
+        "--quiet",
+        "--json",
+        j.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("slowdown  kernel slowed 3x on purpose (--kernel-slowdown 3, a test hook)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("preset custom"), "{stdout}");
+    let r = json(&j);
+    assert_eq!(r["config"]["kernel_slowdown"], 3);
+    assert_eq!(
+        r["preset"], "custom",
+        "a slowed run never reads as a preset"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
 fn refused_real_time_settings_are_reported_not_fatal() {
+    let _cpus = cpus_shared();
     // uclamp (work interval) is not supported by this kernel; a deadline with
     // pinning conflicts. Both must be reported with what was used instead.
     let (stdout, r) = run_json("refused", &["--duration", "500ms", "--deadline", "--pin"]);
@@ -128,6 +164,7 @@ fn refused_real_time_settings_are_reported_not_fatal() {
 
 #[test]
 fn ctrl_c_ends_the_run_cleanly_and_keeps_the_data() {
+    let _cpus = cpus_shared();
     let dir = scratch("sigint");
     let (j, c) = (dir.join("r.json"), dir.join("r.csv"));
     let child = spawn_long_run(&j, &c);
@@ -143,6 +180,7 @@ fn ctrl_c_ends_the_run_cleanly_and_keeps_the_data() {
 
 #[test]
 fn bench_prints_both_kernels_and_the_engine_overhead() {
+    let _cpus = cpus_shared();
     let dir = scratch("bench");
     let j = dir.join("b.json");
     let out = run_ok(&["bench", "--quick", "--json", j.to_str().unwrap()]);
@@ -165,6 +203,7 @@ fn bench_prints_both_kernels_and_the_engine_overhead() {
 #[test]
 #[ignore = "needs root: drops to user nobody with setpriv (test.sh runs it with --include-ignored)"]
 fn without_privileges_real_time_is_refused_with_a_warning_and_the_run_goes_on() {
+    let _cpus = cpus_shared();
     let dir = scratch("nobody");
     let j = dir.join("r.json");
     let out = output_as_nobody(

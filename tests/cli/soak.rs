@@ -1,7 +1,7 @@
 //! `xrunlab bench soak`: a short soak on each path samples resident memory at the start, every period and the end, writes its JSON, removes its temporary CSV, and refuses bad flags with exit code 2.
 
 use crate::child::{spawn, stop_ok};
-use crate::{json, run_ok, scratch, usage_error};
+use crate::{cpus_shared, json, run_ok, scratch, usage_error};
 use std::time::Duration;
 
 /// Samples are at the start, after each period and at the end, in order, each with an RSS.
@@ -60,6 +60,7 @@ fn assert_csv_removed(stdout: &str) {
 
 #[test]
 fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
+    let _cpus = cpus_shared();
     let (stdout, r) = short_soak("soak-run", "--csv");
     assert!(stdout.contains("RSS MB"), "{stdout}");
     assert!(stdout.contains("target under 2 MB"), "{stdout}");
@@ -87,6 +88,7 @@ fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
 
 #[test]
 fn a_short_soak_on_the_dashboard_path_reads_frames_over_a_websocket() {
+    let _cpus = cpus_shared();
     let (stdout, r) = short_soak("soak-dash", "--dashboard");
     assert!(stdout.contains("WebSocket reader received"), "{stdout}");
     assert_eq!(r["path"], "dashboard");
@@ -115,6 +117,7 @@ fn bad_soak_flags_are_usage_errors() {
 
 #[test]
 fn sigterm_ends_a_soak_early_with_its_samples_and_without_its_csv() {
+    let _cpus = cpus_shared();
     let dir = scratch("soak-term");
     let j = dir.join("soak.json");
     let child = spawn(&[

@@ -142,6 +142,11 @@ fn fields() -> Vec<(&'static str, &'static str, String)> {
         ("rt.mlock", "mlock", bool()),
         ("rt.pm_qos", "pm_qos", bool()),
         ("input", "input", bool()),
+        (
+            "kernel_slowdown",
+            "kernel_slowdown",
+            format!("{} (a test hook; 1 = off)", limit::KERNEL_SLOWDOWN),
+        ),
     ]
 }
 

@@ -131,6 +131,7 @@
  * @property {'processes_sines'|'waits_for_workers'} driver_mode
  * @property {number} min_load_pct
  * @property {number} driver_spin_us
+ * @property {number} kernel_slowdown a test hook: the kernel costs this many times as much (1 = off)
  * @property {BusyConfig} busy
  * @property {boolean} work_interval
  * @property {RtConfig} rt
@@ -201,6 +202,7 @@
  * @property {[number, number]} chunk_size
  * @property {[number, number]} min_load_pct
  * @property {[number, number]} driver_spin_us
+ * @property {[number, number]} kernel_slowdown
  * @property {[number, number]} busy_count
  * @property {[number, number]} busy_period_ms
  * @property {[number, number]} busy_duty_pct

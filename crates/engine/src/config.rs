@@ -38,6 +38,8 @@ pub const STALL_EVERY_MS_RANGE: (f64, f64) = (10.0, 60_000.0);
 pub const COMMON_SAMPLE_RATES: [u32; 5] = [44_100, 48_000, 88_200, 96_000, 192_000];
 /// How long the driver may spin on the workers before it sleeps, in microseconds.
 pub const DRIVER_SPIN_US_RANGE: (u32, u32) = (0, 1_000);
+/// Test hook: how many times the kernel's cost is multiplied ([`EngineConfig::kernel_slowdown`]).
+pub const KERNEL_SLOWDOWN_RANGE: (u32, u32) = (1, 16);
 
 /// An inclusive range of allowed values and its unit, as errors name it ("5..=100 ms").
 /// Serializes as `[min, max]`, as the dashboard's `status.limits` carries it.
@@ -104,6 +106,8 @@ pub struct Limits {
     pub min_load_pct: Limit<f32>,
     /// Driver spin in microseconds.
     pub driver_spin_us: Limit<u32>,
+    /// The kernel's cost multiplier (a test hook; 1 = off).
+    pub kernel_slowdown: Limit<u32>,
     /// Busy threads.
     pub busy_count: Limit<u32>,
     /// Busy thread period in milliseconds.
@@ -139,6 +143,8 @@ pub mod limit {
     pub const MIN_LOAD_PCT: Limit<f32> = Limit::new(PERCENT_RANGE, "%");
     /// See [`DRIVER_SPIN_US_RANGE`].
     pub const DRIVER_SPIN_US: Limit<u32> = Limit::new(DRIVER_SPIN_US_RANGE, "us");
+    /// See [`KERNEL_SLOWDOWN_RANGE`].
+    pub const KERNEL_SLOWDOWN: Limit<u32> = Limit::new(KERNEL_SLOWDOWN_RANGE, "");
     /// See [`BUSY_COUNT_RANGE`].
     pub const BUSY_COUNT: Limit<u32> = Limit::new(BUSY_COUNT_RANGE, "");
     /// See [`BUSY_PERIOD_MS_RANGE`].
@@ -177,6 +183,7 @@ impl Limits {
             chunk_size: limit::CHUNK_SIZE,
             min_load_pct: limit::MIN_LOAD_PCT,
             driver_spin_us: limit::DRIVER_SPIN_US,
+            kernel_slowdown: limit::KERNEL_SLOWDOWN,
             busy_count: limit::BUSY_COUNT,
             busy_period_ms: limit::BUSY_PERIOD_MS,
             busy_duty_pct: limit::BUSY_DUTY_PCT,
@@ -364,6 +371,12 @@ pub struct EngineConfig {
     pub rt: RtConfig,
     /// Enable audio input (metered, not mixed).
     pub input: bool,
+    /// Test hook, 1..=16 (1 = off): every chunk of partials is rendered this many
+    /// times (the extra passes from the same phases into scratch buffers that are
+    /// thrown away), so the kernel costs K times as much while the output stays the
+    /// same. Lets tests check that a slower kernel lowers the measured capacity; a
+    /// slowed result reads back as preset [`Preset::Custom`] and says so.
+    pub kernel_slowdown: u32,
 }
 
 impl Default for EngineConfig {
@@ -393,6 +406,7 @@ impl Default for EngineConfig {
             work_interval: true,
             rt: RtConfig::default(),
             input: false,
+            kernel_slowdown: 1,
         };
         c.apply_preset(Preset::Standard);
         c
@@ -507,6 +521,11 @@ impl EngineConfig {
         check("threads", self.threads, limit::THREADS)?;
         check("min_load", self.min_load_pct, limit::MIN_LOAD_PCT)?;
         check("driver_spin_us", self.driver_spin_us, limit::DRIVER_SPIN_US)?;
+        check(
+            "kernel_slowdown",
+            self.kernel_slowdown,
+            limit::KERNEL_SLOWDOWN,
+        )?;
         check("busy_threads", self.busy.count, limit::BUSY_COUNT)?;
         check("busy_period_ms", self.busy.period_ms, limit::BUSY_PERIOD_MS)?;
         check("busy_duty", self.busy.duty_pct, limit::BUSY_DUTY_PCT)?;
@@ -598,9 +617,11 @@ impl EngineConfig {
 
     /// Which preset the settings match; anything else is [`Preset::Custom`].
     pub fn preset(&self) -> Preset {
+        // A slowed kernel is a test hook, never a preset's workload.
         let common = self.threads == self.recommended_threads()
             && self.min_load_pct == 0.0
-            && self.driver_spin_us == 0;
+            && self.driver_spin_us == 0
+            && self.kernel_slowdown == 1;
         if common
             && self.driver_mode == DriverMode::ProcessesSines
             && self.work_interval
@@ -650,6 +671,7 @@ impl EngineConfig {
             || self.work_interval != new.work_interval
             || self.rt != new.rt
             || self.input != new.input
+            || self.kernel_slowdown != new.kernel_slowdown
     }
 }
 
@@ -707,6 +729,13 @@ mod tests {
             "presets block at once, as AudioPerfLab's driver does"
         );
         assert_eq!(EngineConfig::default().driver_spin_us, 0);
+        c.kernel_slowdown = 3;
+        assert_eq!(
+            c.preset(),
+            Preset::Custom,
+            "a slowed kernel never passes for a preset"
+        );
+        assert_eq!(EngineConfig::default().kernel_slowdown, 1);
     }
 
     #[test]
@@ -746,6 +775,16 @@ mod tests {
             ),
             (Box::new(|c| c.sines = usize::MAX), "sines", "at 48000 Hz"),
             (Box::new(|c| c.chords = 0), "chords", "1..=256"),
+            (
+                Box::new(|c| c.kernel_slowdown = 0),
+                "kernel_slowdown",
+                "1..=16",
+            ),
+            (
+                Box::new(|c| c.kernel_slowdown = 17),
+                "kernel_slowdown",
+                "1..=16",
+            ),
         ];
         for (mutate, field, allowed) in cases {
             let mut c = ok.clone();
@@ -813,5 +852,11 @@ mod tests {
         assert!(!a.needs_restart(&b));
         b.threads = 3;
         assert!(a.needs_restart(&b));
+        let mut slowed = a.clone();
+        slowed.kernel_slowdown = 3;
+        assert!(
+            a.needs_restart(&slowed),
+            "the slowdown's scratch is built with the audio threads"
+        );
     }
 }

@@ -220,7 +220,12 @@ impl Engine {
             crate::config::DriverMode::WaitsForWorkers => None,
         };
         let first_worker_slot = usize::from(driver_slot.is_some());
-        let shared = Arc::new(CycleShared::new(&chord, c.threads, MAX_FRAMES));
+        let shared = Arc::new(CycleShared::new(
+            &chord,
+            c.threads,
+            MAX_FRAMES,
+            c.kernel_slowdown,
+        ));
         if let Ok(mut t) = self.threads.lock() {
             t.clear();
         }

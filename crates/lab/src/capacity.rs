@@ -3,6 +3,7 @@
 use crate::common::{
     check_range, invalid, median, start_progress, Ctx, Experiment, LabError, Table,
 };
+use crate::timing::thread_cpu_ns;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -42,6 +43,9 @@ pub struct CapacityParams {
     pub device: String,
     /// The searches stop once the bracket is 1/`resolution` of their ceiling wide.
     pub resolution: usize,
+    /// Test hook: the engine's kernel costs this many times as much (1 = normal; see
+    /// `EngineConfig::kernel_slowdown`). A slowed result says so in its warnings.
+    pub kernel_slowdown: u32,
 }
 
 impl CapacityParams {
@@ -57,6 +61,7 @@ impl CapacityParams {
             sample_rate: 48_000,
             device: "sim".into(),
             resolution: 64,
+            kernel_slowdown: 1,
         }
     }
 
@@ -91,6 +96,8 @@ impl CapacityParams {
         )?;
         check_range("--repeats", self.repeats, 1, 100, "")?;
         check_range("--burst-load", self.burst_load_pct, 0.0, 100.0, " %")?;
+        let (lo, hi) = xrunlab_engine::config::KERNEL_SLOWDOWN_RANGE;
+        check_range("--kernel-slowdown", self.kernel_slowdown, lo, hi, "")?;
         let c = self.config(Preset::Standard, self.buffers[0], self.latency_sines);
         if let Err(e) = c.validate() {
             return Err(invalid("--latency-sines", self.latency_sines, &e.allowed));
@@ -108,6 +115,7 @@ impl CapacityParams {
         c.apply_preset(preset);
         c.sines = sines;
         c.burst_sines = 0;
+        c.kernel_slowdown = self.kernel_slowdown;
         c
     }
 }
@@ -168,6 +176,14 @@ pub struct Trial {
     pub dropouts: u64,
     /// Highest render time as % of the buffer duration.
     pub max_load_pct: f64,
+}
+
+impl CapacityPoint {
+    /// No search trial had a dropout: the count is the search ceiling's (less one bracket at
+    /// most), and the capacity may be higher.
+    pub fn limited_by_ceiling(&self) -> bool {
+        self.sines > 0 && self.trials.iter().all(Trial::clean)
+    }
 }
 
 impl Trial {
@@ -346,15 +362,27 @@ fn wait(
     true
 }
 
-/// Sines one core renders in real time at `buffer` frames with `kernel`.
+/// Sines one core renders in real time at `buffer` frames with `kernel`: the kernel's
+/// throughput over the measuring thread's CPU time, not over wall time, so other processes
+/// running on a shared machine meanwhile do not lower it (wall time would, and the search
+/// ceiling with it: on a busy 2-core VM to a third).
 pub fn core_sines(kernel: Kernel, buffer: u32, sample_rate: u32) -> f64 {
+    let cpu0 = thread_cpu_ns();
     let f = xrunlab_dsp::measure::kernel_throughput(
         kernel,
         256,
         buffer as usize,
         Duration::from_millis(300),
     );
-    f.partial_samples_per_sec / f64::from(sample_rate)
+    let cpu_s = thread_cpu_ns().saturating_sub(cpu0) as f64 / 1e9;
+    // The CPU time also holds the set-up (a chord of 256 partials), so never more than wall time.
+    let secs = if cpu_s > 0.0 {
+        cpu_s.min(f.elapsed_s)
+    } else {
+        f.elapsed_s
+    };
+    let partial_samples = f.buffers as f64 * f.sines as f64 * f.frames as f64;
+    partial_samples / secs.max(f64::MIN_POSITIVE) / f64::from(sample_rate)
 }
 
 /// Runs the whole measurement; `open` opens the device of each trial.
@@ -420,8 +448,10 @@ fn voicemark(
     let base = p.config(preset, buffer, 0);
     let max = base.chord_layout().max_sines(base.sample_rate);
     let threads = base.threads;
-    // No thread renders faster than one core, so the threads' kernel capacity bounds the search.
-    let ceiling = max.min((core_sines * threads as f64 * 1.25).ceil() as usize);
+    // No thread renders faster than one core, so the threads' kernel capacity bounds the search
+    // (a slowed kernel's capacity is that many times smaller).
+    let kernel_bound = core_sines * threads as f64 * 1.25 / f64::from(p.kernel_slowdown.max(1));
+    let ceiling = max.min(kernel_bound.ceil() as usize);
     let tolerance = (ceiling / p.resolution.max(1)).max(1);
     let mut trials = Vec::new();
     let found = largest_passing(ceiling, tolerance, |n| {
@@ -512,6 +542,13 @@ fn voicemark(
     }))
 }
 
+/// What a slowed result says about itself, so it never passes for a normal one.
+fn slowdown_warning(k: u32) -> String {
+    format!(
+        "kernel slowed {k}x on purpose (--kernel-slowdown {k}, a test hook): every count is for a kernel {k} times as costly as this machine's, not a capacity to quote; % of one core is against the normal kernel"
+    )
+}
+
 fn latencymark(
     p: &CapacityParams,
     preset: Preset,
@@ -559,6 +596,7 @@ impl Experiment for CapacityResult {
             "step_downs",
             "burst_steady_sines",
             "largest_burst_sines",
+            "kernel_slowdown",
         ]);
         for q in &self.points {
             let s = q.max_load_pct_spread;
@@ -578,6 +616,7 @@ impl Experiment for CapacityResult {
                 q.burst
                     .as_ref()
                     .map_or(String::new(), |b| b.largest_burst_sines.to_string()),
+                self.params.kernel_slowdown.to_string(),
             ]);
         }
         t
@@ -585,10 +624,14 @@ impl Experiment for CapacityResult {
 
     fn text(&self) -> String {
         let mut out = format!(
-            "capacity on the {} device, {} s dropout-free per trial, {} repeats\n",
+            "capacity on the {} device, {} s dropout-free per trial, {} repeats{}\n",
             self.params.device,
             self.params.seconds.as_secs_f64(),
-            self.params.repeats
+            self.params.repeats,
+            match self.params.kernel_slowdown {
+                1 => String::new(),
+                k => format!(", kernel slowed {k}x (test hook)"),
+            }
         );
         for (b, s) in &self.core_sines {
             let _ = writeln!(out, "one core, one thread at {b} frames: {s:.0} sines");
@@ -610,7 +653,7 @@ impl Experiment for CapacityResult {
                 q.pct_of_one_core,
                 spread,
                 burst,
-                if q.sines >= q.search_ceiling {
+                if q.limited_by_ceiling() {
                     " (reached the search ceiling)"
                 } else {
                     ""
@@ -634,8 +677,11 @@ impl Experiment for CapacityResult {
 
     fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
-        if self.points.iter().any(|q| q.sines >= q.search_ceiling) {
-            w.push("a count reached the search ceiling: the capacity is at least that".into());
+        if self.params.kernel_slowdown != 1 {
+            w.push(slowdown_warning(self.params.kernel_slowdown));
+        }
+        if self.points.iter().any(CapacityPoint::limited_by_ceiling) {
+            w.push("a count reached the search ceiling (no search trial had a dropout): the capacity is at least that".into());
         }
         for q in self.points.iter().filter(|q| q.sines == 0) {
             w.push(format!(
@@ -678,6 +724,43 @@ mod tests {
         assert!(slow <= 800 && slow + tol > 800, "slow {slow}");
         let ratio = fast as f64 / slow as f64;
         assert!((2.7..=3.3).contains(&ratio), "ratio {ratio}");
+    }
+
+    #[test]
+    fn a_slowed_kernel_is_checked_carried_into_every_trial_and_said() {
+        let mut p = CapacityParams::quick();
+        for bad in [0, 17] {
+            p.kernel_slowdown = bad;
+            match p.validate() {
+                Err(LabError::Usage(m)) => assert!(
+                    m.contains("--kernel-slowdown") && m.contains("1..=16"),
+                    "{m}"
+                ),
+                other => panic!("slowdown {bad}: {other:?}"),
+            }
+        }
+        p.kernel_slowdown = 3;
+        p.validate().unwrap();
+        assert_eq!(p.config(Preset::Optimal, 256, 100).kernel_slowdown, 3);
+        let result = CapacityResult {
+            params: p.clone(),
+            core_sines: vec![],
+            points: vec![],
+            latency: vec![],
+            stopped_early: false,
+        };
+        assert!(
+            result.warnings()[0].contains("kernel slowed 3x on purpose"),
+            "{:?}",
+            result.warnings()
+        );
+        assert!(result.text().contains("kernel slowed 3x (test hook)"));
+        p.kernel_slowdown = 1;
+        let normal = CapacityResult {
+            params: p,
+            ..result
+        };
+        assert!(normal.warnings().is_empty() && !normal.text().contains("slowed"));
     }
 
     #[test]

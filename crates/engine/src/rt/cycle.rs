@@ -43,8 +43,20 @@ use xrunlab_dsp::{Chord, Kernel, PartialBank, PartialsMut};
 pub(crate) struct Slot {
     left: UnsafeCell<Box<[f32]>>,
     right: UnsafeCell<Box<[f32]>>,
+    /// The kernel slowdown's scratch (empty when it is off).
+    extra: UnsafeCell<Extra>,
     /// Generation of the last cycle this slot's thread finished (protocol step 4).
     done: AtomicU32,
+}
+
+/// Where a slot's thread renders the kernel slowdown's extra passes: copies of
+/// a chunk's phases and amplitudes (so every pass starts from the same state
+/// and the real one is advanced once) and an output that is thrown away.
+struct Extra {
+    phase: Box<[u32]>,
+    amp: Box<[f32]>,
+    left: Box<[f32]>,
+    right: Box<[f32]>,
 }
 
 /// `next_chunk` of a cycle the driver gave up waiting for: every later claim
@@ -88,6 +100,9 @@ pub(crate) struct CycleShared {
     /// How long that worker hangs, in ns.
     hang_ns: AtomicU64,
     pub coeff: f32,
+    /// Test hook: each chunk is rendered this many times (1 = once; see
+    /// `EngineConfig::kernel_slowdown`). Fixed for the audio threads' lifetime.
+    slowdown: u32,
     slots: Box<[Slot]>,
     bank: BankPtrs,
     // Owns the memory `bank` points into; never referenced after construction.
@@ -112,8 +127,14 @@ pub(crate) struct Work {
 impl CycleShared {
     /// Built on the control thread before the audio threads start: the one place here that allocates.
     #[allow(clippy::disallowed_macros, clippy::disallowed_methods)]
-    pub(crate) fn new(chord: &Chord, slots: usize, max_frames: usize) -> Self {
+    pub(crate) fn new(chord: &Chord, slots: usize, max_frames: usize, slowdown: u32) -> Self {
         let mut bank = PartialBank::new(chord);
+        // The slowdown's scratch holds any chunk (at most the bank) and any buffer.
+        let (extra_partials, extra_frames) = if slowdown > 1 {
+            (bank.len(), max_frames)
+        } else {
+            (0, 0)
+        };
         let ptrs = BankPtrs {
             phase: bank.phase.as_mut_ptr(),
             inc: bank.inc.as_ptr(),
@@ -128,6 +149,12 @@ impl CycleShared {
             .map(|_| Slot {
                 left: UnsafeCell::new(vec![0.0; max_frames].into_boxed_slice()),
                 right: UnsafeCell::new(vec![0.0; max_frames].into_boxed_slice()),
+                extra: UnsafeCell::new(Extra {
+                    phase: vec![0; extra_partials].into_boxed_slice(),
+                    amp: vec![0.0; extra_partials].into_boxed_slice(),
+                    left: vec![0.0; extra_frames].into_boxed_slice(),
+                    right: vec![0.0; extra_frames].into_boxed_slice(),
+                }),
                 done: AtomicU32::new(0),
             })
             .collect();
@@ -147,6 +174,7 @@ impl CycleShared {
             hang_slot: AtomicUsize::new(NO_SLOT),
             hang_ns: AtomicU64::new(0),
             coeff: xrunlab_dsp::smoothing_coeff(chord.sample_rate()),
+            slowdown: slowdown.max(1),
             slots,
             bank: ptrs,
             _bank_owner: bank,
@@ -215,6 +243,8 @@ impl CycleShared {
         let (left, right) = (&mut left[..frames], &mut right[..frames]);
         left.fill(0.0);
         right.fill(0.0);
+        // SAFETY: as the slot's buffers above: this thread's alone during the cycle.
+        let extra = unsafe { &mut *s.extra.get() };
         let limit = self.render_limit.load(Ordering::Relaxed).min(self.bank.len);
         let active = self.active.load(Ordering::Relaxed);
         let chunk = self.chunk_size.load(Ordering::Relaxed).max(1);
@@ -249,6 +279,7 @@ impl CycleShared {
             // point (step 5), and no new cycle resets the counter while we
             // are still in this one (step 2).
             let view = unsafe { self.view(start, end) };
+            self.render_extra_passes(kernel, &view, extra, frames);
             let stats = xrunlab_dsp::render(kernel, view, self.coeff, left, right);
             work.computed += stats.computed;
             work.sines += end.min(active).saturating_sub(start) as u32;
@@ -259,6 +290,49 @@ impl CycleShared {
             sleep_until(now_ns().saturating_add(hang_ns));
         }
         work
+    }
+
+    /// The kernel slowdown (test hook): renders `view` `slowdown - 1` more
+    /// times, each from a copy of its phases and amplitudes into the slot's
+    /// throw-away output, so the chunk costs `slowdown` renders while the
+    /// partials' state and the mix see exactly one. Does nothing when the
+    /// slowdown is off or the scratch is too small (it never is: it is sized
+    /// for the bank and the largest buffer).
+    #[inline]
+    fn render_extra_passes(
+        &self,
+        kernel: Kernel,
+        view: &PartialsMut<'_>,
+        extra: &mut Extra,
+        frames: usize,
+    ) {
+        let n = view.len();
+        if self.slowdown <= 1
+            || n > extra.phase.len()
+            || n > extra.amp.len()
+            || frames > extra.left.len()
+            || frames > extra.right.len()
+        {
+            return;
+        }
+        let (out_l, out_r) = (&mut extra.left[..frames], &mut extra.right[..frames]);
+        for _ in 1..self.slowdown {
+            extra.phase[..n].copy_from_slice(&view.phase[..n]);
+            extra.amp[..n].copy_from_slice(&view.amp[..n]);
+            out_l.fill(0.0);
+            out_r.fill(0.0);
+            let copy = PartialsMut {
+                phase: &mut extra.phase[..n],
+                inc: &view.inc[..n],
+                amp: &mut extra.amp[..n],
+                target: &view.target[..n],
+                gain_l: &view.gain_l[..n],
+                gain_r: &view.gain_r[..n],
+            };
+            xrunlab_dsp::render(kernel, copy, self.coeff, out_l, out_r);
+            // The passes' output is never read: keep the optimizer from proving it.
+            std::hint::black_box((&*out_l, &*out_r));
+        }
     }
 
     /// Sets (or clears, with `None`) the worker slot that hangs for `ns` in the next cycle.

@@ -8,3 +8,4 @@ mod alloc;
 mod cycle;
 mod faults;
 mod harness;
+mod slowdown;
