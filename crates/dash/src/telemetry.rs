@@ -1,6 +1,7 @@
 //! Telemetry frames: per-buffer reports gathered between two display frames into columns (load, dropouts, per-thread sines, CPUs, wake-ups) plus running counts, serialized once for every page; runs on the engine-owner thread.
 
 use serde::Serialize;
+use xrunlab_engine::collector::Totals;
 use xrunlab_engine::BufferReport;
 use xrunlab_sys::PowerSample;
 
@@ -8,18 +9,10 @@ use xrunlab_sys::PowerSample;
 /// counters only go up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
-    /// Buffers rendered and received.
-    pub buffers: u64,
-    /// Buffers that were late or reported as an xrun by the device.
-    pub dropouts: u64,
-    /// Records lost because a ring was full (the engine's own count, over all its starts).
-    pub ring_drops: u64,
-    /// Periods the device skipped to catch up after late renders.
-    pub skipped_periods: u64,
-    /// Xruns the device (server) reported.
-    pub device_xruns: u64,
-    /// Audio starts (1 + restarts), over all engines the dashboard ran.
-    pub audio_starts: u64,
+    /// The run collector's totals over every engine the dashboard ran (buffers, dropouts,
+    /// ring drops, skipped periods, device xruns, audio starts), flattened into the counts.
+    #[serde(flatten)]
+    pub run: Totals,
     /// Telemetry frames published.
     pub frames: u64,
     /// Frames a slow page did not get (summed over pages): the engine never waits for a page.
@@ -390,8 +383,11 @@ mod tests {
         agg.add(&buffer(1, 1.5, &[(0, 100, 1)]));
         // The owner sets the totals from its run collector.
         *agg.counts_mut() = Counts {
-            buffers: 2,
-            dropouts: 1,
+            run: Totals {
+                buffers: 2,
+                dropouts: 1,
+                ..Totals::default()
+            },
             ..Counts::default()
         };
         let text = agg.take_frame(&FrameExtras {

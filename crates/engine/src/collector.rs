@@ -135,7 +135,7 @@ impl Schedule {
 
 /// Running totals over every engine a collector ran: never reset by restarts or device
 /// switches, so they only go up.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Totals {
     /// Buffers drained.
     pub buffers: u64,

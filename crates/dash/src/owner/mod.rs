@@ -326,15 +326,10 @@ impl Owner {
     /// Copies the collector's totals (over every engine the dashboard ran) into the counts
     /// frames and status carry.
     fn refresh_counts(&mut self) {
-        let t = self.collector.totals();
+        let run = self.collector.totals();
         let dropped = self.shared.frames_dropped.load(Ordering::Relaxed);
         let c = self.agg.counts_mut();
-        c.buffers = t.buffers;
-        c.dropouts = t.dropouts;
-        c.ring_drops = t.ring_drops;
-        c.skipped_periods = t.skipped_periods;
-        c.device_xruns = t.device_xruns;
-        c.audio_starts = t.audio_starts;
+        c.run = run;
         c.frames_dropped = dropped;
     }
 
