@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xrunlab_dash::{DashOptions, DeviceFactory};
-use xrunlab_engine::{Engine, EngineConfig, EngineError, RunCollector, Summary};
+use xrunlab_engine::{Engine, EngineConfig, RunCollector, Summary};
 use xrunlab_sys::Provenance;
 
 /// Buffer size a soak uses unless `--buffer` says otherwise: the smallest common one, where
@@ -179,13 +179,6 @@ impl Sampler {
     }
 }
 
-fn start_error(e: EngineError) -> Failure {
-    match e {
-        EngineError::Config(c) => Failure::Usage(c.to_string()),
-        other => Failure::Runtime(other.to_string()),
-    }
-}
-
 /// What a soak path hands back besides the samples.
 struct PathEnd {
     complete: bool,
@@ -257,7 +250,7 @@ pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
         return Err(Failure::Runtime(e));
     }
     let interrupted = interrupt_flag();
-    let engine = Engine::start(config, device).map_err(start_error)?;
+    let engine = Engine::start(config, device)?;
     let end = if args.dashboard {
         dashboard_path(args, engine, &mut sampler, &interrupted)?
     } else {

@@ -4,7 +4,7 @@ use crate::cli::{DashboardArgs, DeviceKind};
 use crate::devices;
 use crate::Failure;
 use xrunlab_dash::{Access, DashError, DashOptions, DeviceFactory, Fault};
-use xrunlab_engine::{Engine, EngineConfig, EngineError};
+use xrunlab_engine::{Engine, EngineConfig};
 
 /// Sines the dashboard starts with: about a quarter of a 2-core machine's
 /// budget at 128 frames with the reference kernel, so the load graph moves
@@ -25,10 +25,7 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Usage(e.0))?;
     let device =
         devices::open(args.engine.device, &args.engine, &mut config).map_err(Failure::Runtime)?;
-    let engine = Engine::start(config, device).map_err(|e| match e {
-        EngineError::Config(c) => Failure::Usage(c.to_string()),
-        other => Failure::Runtime(other.to_string()),
-    })?;
+    let engine = Engine::start(config, device)?;
     let jack = devices::jack_args(&args.engine);
     let factory: DeviceFactory = Box::new(move |kind, config| {
         let kind = match kind {

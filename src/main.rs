@@ -32,6 +32,17 @@ pub enum Failure {
     Runtime(String),
 }
 
+/// An engine that refused its config is a usage error (the message names the field and what
+/// is allowed); anything else failed while starting.
+impl From<xrunlab_engine::EngineError> for Failure {
+    fn from(e: xrunlab_engine::EngineError) -> Failure {
+        match e {
+            xrunlab_engine::EngineError::Config(c) => Failure::Usage(c.to_string()),
+            other => Failure::Runtime(other.to_string()),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let outcome = match &cli.command {

@@ -10,9 +10,7 @@ use crate::Failure;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab_engine::device::offline::OfflineDevice;
-use xrunlab_engine::{
-    Device, Engine, EngineConfig, EngineError, Injection, Repeat, RunCollector, Summary,
-};
+use xrunlab_engine::{Device, Engine, EngineConfig, Injection, Repeat, RunCollector, Summary};
 use xrunlab_sys::Provenance;
 
 /// How often the main thread drains the record rings.
@@ -20,13 +18,6 @@ const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 /// How often a run rewrites its JSON while it goes, so that a killed run
 /// leaves a result at most this old.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
-
-fn start_error(e: EngineError) -> Failure {
-    match e {
-        EngineError::Config(c) => Failure::Usage(c.to_string()),
-        other => Failure::Runtime(other.to_string()),
-    }
-}
 
 fn provenance() -> Provenance {
     Provenance::collect(
@@ -69,7 +60,7 @@ impl Session {
         mut extras: Extras,
     ) -> Result<Session, Failure> {
         let threads = config.realtime_threads();
-        let engine = Engine::start(config, device).map_err(start_error)?;
+        let engine = Engine::start(config, device)?;
         extras.set_threads(&engine.threads());
         let csv = match csv {
             Some(p) => Some(CsvOut::create(p, threads).map_err(Failure::Runtime)?),
