@@ -281,6 +281,14 @@ test('a refused setting shows its reason', async () => {
     const shown = await page.textContent('[data-outcome="uclamp"] .took-effect');
     assert.ok(shown?.includes(uclamp.reason), `uclamp outcome shows ${shown}`);
   }
+  // The page re-reads the status (and redraws the controls) when config_version moves, as
+  // the previous test's fault change made it do: wait until it has the current one, so no
+  // redraw puts the value in force back between the fill and the change below.
+  await page.waitForFunction(
+    (v) => /** @type {any} */ (window).xrunlab.state.status?.config_version === v,
+    status.config_version,
+    { timeout: 5000 },
+  );
   // Out of range: the server refuses, the page says why beside the control, nothing changes.
   await page.fill('[id="c-busy.period_ms"]', '500');
   await page.dispatchEvent('[id="c-busy.period_ms"]', 'change');
