@@ -36,7 +36,9 @@ impl Extras {
     pub fn start(args: &RunArgs, config: &EngineConfig) -> Result<Extras, Failure> {
         let cpus = audio_cpus(config);
         let explain = args.explain.then(|| {
-            let e = Explainer::start(&cpus, ExplainOptions::default());
+            let mut options = ExplainOptions::default();
+            options.trace.hrtimers = args.explain_timers;
+            let e = Explainer::start(&cpus, options);
             if let Some(why) = e.unavailable() {
                 eprintln!("warning: --explain: {why}; the run goes on without blame cards");
             }

@@ -133,6 +133,19 @@ pub fn render(r: &RunResult) -> String {
                     },
                     stats.map_or(0.0, |s| s.reader_cpu_ms)
                 );
+                let _ = writeln!(
+                    s,
+                    "          reader {}{}",
+                    t.reader_placement,
+                    if t.events_left_out.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; not recorded: {} (--explain-timers records them)",
+                            t.events_left_out.join(", ")
+                        )
+                    }
+                );
             }
             (None, Some(why)) => {
                 let _ = writeln!(

@@ -65,7 +65,7 @@ impl Machine {
             .fs("dev/cpu_dma_latency", "");
         for event in [
             "sched/sched_switch",
-            "sched/sched_wakeup",
+            "sched/sched_migrate_task",
             "sched/sched_waking",
             "irq/irq_handler_entry",
             "irq/irq_handler_exit",
