@@ -185,7 +185,7 @@ pub struct BenchArgs {
 pub enum BenchMode {
     /// Run the engine for a long time (32 frames unless --buffer says otherwise) and sample
     /// the process's resident memory, to show it stays flat (target: under 2 MB of growth).
-    Soak(SoakArgs),
+    Soak(Box<SoakArgs>),
     /// What `--explain` costs, measured side by side in one invocation: runs with and without
     /// the kernel tracer interleaved at one sine count (load p50/p99, kernel events/s, lost
     /// events, the reader's CPU), then the dropout-free capacity with and without it.

@@ -648,3 +648,113 @@ fn trace_flags_are_checked_before_the_run() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--trace"));
 }
+
+#[test]
+#[ignore = "needs root: kernel tracing"]
+fn bench_explain_compares_both_modes_side_by_side() {
+    let _serial = serial();
+    require_root();
+    let dir = scratch("bench-explain");
+    let path = dir.join("bench.json");
+    let out = run_ok(&[
+        "bench",
+        "explain",
+        "--quick",
+        "--sines",
+        "200",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "load p50 %",
+        "kernel events/s",
+        "reader CPU %",
+        "p50 load with --explain",
+        "--explain off",
+        "--explain on",
+    ] {
+        assert!(text.contains(want), "the table has {want:?}:\n{text}");
+    }
+    let r = json(&path);
+    assert_eq!(r["schema"], "xrunlab.bench.explain/1");
+    assert_eq!(r["complete"], true, "{}", r["end"]);
+    assert!(r["provenance"]["end_time"].is_string());
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "one run per mode in the one quick round");
+    let modes: Vec<bool> = runs.iter().map(|r| r["explain"] == true).collect();
+    assert!(modes.contains(&true) && modes.contains(&false), "{modes:?}");
+    for run in runs {
+        let p50 = run["load_p50_pct"].as_f64().unwrap();
+        let p99 = run["load_p99_pct"].as_f64().unwrap();
+        assert!(
+            p50 > 0.0 && p50 < 100.0,
+            "200 sines load a buffer partly: {run}"
+        );
+        assert!(p99 >= p50, "{run}");
+        assert!(
+            run["buffers"].as_u64().unwrap() > 100,
+            "1 s is ~375 buffers: {run}"
+        );
+        assert_eq!(run["kernel"].is_object(), run["explain"] == true, "{run}");
+    }
+    let on = &r["with_explain"];
+    let off = &r["without_explain"];
+    assert!(on["events_per_s"].as_f64().unwrap() > 100.0, "{on}");
+    assert!(on["lost"].is_u64(), "{on}");
+    let reader = on["reader_cpu_pct"].as_f64().unwrap();
+    assert!(
+        (0.0..50.0).contains(&reader),
+        "the reader's share of a CPU: {reader}"
+    );
+    assert!(
+        off["events_per_s"].is_null(),
+        "no tracer without --explain: {off}"
+    );
+    let increase = r["p50_increase_pct"].as_f64().unwrap();
+    let expected = (on["load_p50_mean_pct"].as_f64().unwrap()
+        / off["load_p50_mean_pct"].as_f64().unwrap()
+        - 1.0)
+        * 100.0;
+    assert!(
+        (increase - expected).abs() < 1e-6,
+        "{increase} vs {expected}"
+    );
+    assert_eq!(r["target_met"], increase <= 2.0);
+    assert!(r["tracer"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e == "sched:sched_waking"));
+    let capacity = r["capacity"].as_array().unwrap();
+    assert_eq!(capacity.len(), 2, "{capacity:?}");
+    for (c, explain) in capacity.iter().zip([false, true]) {
+        assert_eq!(c["explain"], explain);
+        assert!(
+            c["sines"].as_u64().unwrap() > 0,
+            "a capacity was found: {c}"
+        );
+        assert!(!c["point"]["trials"].as_array().unwrap().is_empty());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_explain_flags_are_checked_before_anything_runs() {
+    let out = xrunlab()
+        .args(["bench", "explain", "--buffer", "8"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--buffer") && err.contains("16..=4096"),
+        "{err}"
+    );
+    let out = xrunlab()
+        .args(["bench", "explain", "--rounds", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rounds"));
+}

@@ -1,0 +1,622 @@
+//! `xrunlab bench explain`: what `--explain` costs, measured side by side in one invocation: runs with and without the kernel tracer interleaved at one sine count (load p50/p99, dropouts, kernel events/s, lost events, the reader thread's CPU), then the dropout-free capacity with and without it (the lab crate's capacity search, its trials run with the explain collector on); prints a table and writes JSON with provenance; runs on the main thread (the engine's threads render, the tracer has its own reader thread).
+
+use crate::cli::ExplainBenchArgs;
+use crate::lab_cli::CapacityPreset;
+use crate::signals::StopSignals;
+use crate::{files, Failure};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use xrunlab_engine::device::sim::SimDevice;
+use xrunlab_engine::explain::trace::TraceInfo;
+use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
+use xrunlab_engine::{Engine, EngineConfig, Preset, RunStats};
+use xrunlab_lab::capacity::{self as cap, CapacityParams, CapacityPoint};
+use xrunlab_lab::Ctx;
+use xrunlab_sys::Provenance;
+
+/// Time each run renders before its buffers count, so start-up is not judged.
+const SETTLE: Duration = Duration::from_millis(500);
+/// How often the rings are drained: the same as `xrunlab run`.
+const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
+/// The target: `--explain` may raise the p50 load by at most this much, relative.
+const TARGET_P50_INCREASE_PCT: f64 = 2.0;
+
+/// The kernel tracer's figures of one run with `--explain`.
+#[derive(Debug, Clone, Serialize)]
+struct KernelFigures {
+    /// Kernel events decoded over the run (settling included).
+    events: u64,
+    /// Events per second of the tracer's life.
+    events_per_s: f64,
+    /// Events the kernel lost because a ring was full.
+    lost: u64,
+    /// CPU time of the tracer's reader thread, ms.
+    reader_cpu_ms: f64,
+    /// The same as a share of one CPU over the tracer's life, %.
+    reader_cpu_pct: f64,
+    /// Events by type.
+    events_by_type: BTreeMap<String, u64>,
+    /// Dropouts seen and cards built.
+    dropouts: u64,
+    cards: u64,
+}
+
+/// One run.
+#[derive(Debug, Clone, Serialize)]
+struct RunFigures {
+    round: u32,
+    explain: bool,
+    /// Buffers counted (after settling).
+    buffers: u64,
+    dropouts: u64,
+    load_p50_pct: f64,
+    load_p99_pct: f64,
+    load_mean_pct: f64,
+    /// The tracer's figures, with `--explain`.
+    kernel: Option<KernelFigures>,
+}
+
+/// The runs of one mode together.
+#[derive(Debug, Clone, Serialize)]
+struct ModeFigures {
+    explain: bool,
+    runs: usize,
+    /// Mean and median of the runs' p50 load, %.
+    load_p50_mean_pct: f64,
+    load_p50_median_pct: f64,
+    /// Median of the runs' p99 load, %.
+    load_p99_median_pct: f64,
+    dropouts: u64,
+    /// Means over the runs, with `--explain`.
+    events_per_s: Option<f64>,
+    lost: Option<u64>,
+    reader_cpu_pct: Option<f64>,
+}
+
+/// The capacity search of one mode.
+#[derive(Debug, Clone, Serialize)]
+struct CapacityFigures {
+    explain: bool,
+    /// The largest dropout-free sine count confirmed (0: none confirmed).
+    sines: Option<usize>,
+    point: Option<CapacityPoint>,
+    /// Why there is no figure (stopped, or a trial failed).
+    error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Settings {
+    sines: usize,
+    rounds: u32,
+    run_seconds: f64,
+    settle_seconds: f64,
+    buffer_frames: u32,
+    preset: Preset,
+    capacity: bool,
+    capacity_trial_seconds: f64,
+    capacity_repeats: usize,
+    capacity_resolution: usize,
+    quick: bool,
+}
+
+/// The JSON result; rewritten after every run, so an interrupted bench keeps what it measured.
+#[derive(Debug, Serialize)]
+struct ExplainBench {
+    schema: &'static str,
+    provenance: Provenance,
+    settings: Settings,
+    /// The engine settings of every run (the capacity trials vary only the sine count).
+    config: EngineConfig,
+    /// What the tracer set up (from the first run with `--explain`).
+    tracer: Option<TraceInfo>,
+    runs: Vec<RunFigures>,
+    without_explain: Option<ModeFigures>,
+    with_explain: Option<ModeFigures>,
+    /// Relative increase of the mean p50 load with `--explain`, %.
+    p50_increase_pct: Option<f64>,
+    /// The same in load points (percent of the buffer duration).
+    p50_increase_points: Option<f64>,
+    /// Median over rounds of each round's relative p50 increase, %.
+    p50_increase_paired_median_pct: Option<f64>,
+    target_p50_increase_pct: f64,
+    target_met: Option<bool>,
+    capacity: Vec<CapacityFigures>,
+    /// Relative change of the capacity with `--explain`, %.
+    capacity_change_pct: Option<f64>,
+    complete: bool,
+    /// "running" until the bench ends, then why it ended.
+    end: String,
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn preset_of(p: CapacityPreset) -> Preset {
+    match p {
+        CapacityPreset::Standard => Preset::Standard,
+        CapacityPreset::Optimal => Preset::Optimal,
+    }
+}
+
+/// Checks kernel tracing once before anything runs: without it there is nothing to compare.
+fn check_tracing(config: &EngineConfig) -> Result<(), Failure> {
+    let mut probe = Explainer::start(&audio_cpus(config), ExplainOptions::default());
+    if let Some(why) = probe.unavailable() {
+        return Err(Failure::Runtime(format!(
+            "bench explain compares runs with and without --explain and needs kernel tracing: {why}"
+        )));
+    }
+    probe.finish();
+    Ok(())
+}
+
+/// One run of `config` for `d` after settling, with or without the explain collector (started
+/// before the engine and fed every buffer, its cards built after each drain, as `run
+/// --explain` does). `None` when a stop signal came.
+fn one_run(
+    config: &EngineConfig,
+    d: Duration,
+    round: u32,
+    explain: bool,
+    signals: &StopSignals,
+    tracer_info: &mut Option<TraceInfo>,
+) -> Result<Option<RunFigures>, Failure> {
+    let mut explainer =
+        explain.then(|| Explainer::start(&audio_cpus(config), ExplainOptions::default()));
+    if let Some(why) = explainer.as_ref().and_then(|e| e.unavailable()) {
+        return Err(Failure::Runtime(format!(
+            "kernel tracing stopped working: {why}"
+        )));
+    }
+    let device = SimDevice::new(config.sample_rate, config.buffer_frames, config.input);
+    let mut engine = Engine::start(config.clone(), Box::new(device))
+        .map_err(|e| Failure::Runtime(format!("the engine did not start: {e}")))?;
+    if let Some(e) = explainer.as_mut() {
+        e.set_threads(&engine.threads());
+    }
+    let mut stats = RunStats::new(config.realtime_threads());
+    let t0 = Instant::now();
+    let mut stopped = false;
+    loop {
+        std::thread::sleep(DRAIN_INTERVAL);
+        let counting = t0.elapsed() >= SETTLE;
+        engine.drain(|b| {
+            if let Some(e) = explainer.as_mut() {
+                e.observe(b);
+            }
+            if counting {
+                stats.add(b);
+            }
+        });
+        if let Some(e) = explainer.as_mut() {
+            e.build_due(false);
+        }
+        if signals.received().is_some() {
+            stopped = true;
+            break;
+        }
+        if t0.elapsed() >= SETTLE + d {
+            break;
+        }
+    }
+    let ended = engine.device_ended();
+    engine.stop(|b| {
+        if let Some(e) = explainer.as_mut() {
+            e.observe(b);
+        }
+        stats.add(b);
+    });
+    if let Some(why) = ended {
+        return Err(Failure::Runtime(format!("the device stopped: {why}")));
+    }
+    let kernel = explainer.as_mut().map(|e| {
+        e.finish();
+        let r = e.report(0);
+        if tracer_info.is_none() {
+            tracer_info.clone_from(&r.tracer);
+        }
+        let s = r.stats.unwrap_or_default();
+        let secs = (s.elapsed_ms / 1e3).max(1e-9);
+        KernelFigures {
+            events: s.events_total,
+            events_per_s: s.events_total as f64 / secs,
+            lost: s.lost_total,
+            reader_cpu_ms: s.reader_cpu_ms,
+            reader_cpu_pct: s.reader_cpu_ms / s.elapsed_ms.max(1e-9) * 100.0,
+            events_by_type: s.events_by_type,
+            dropouts: r.dropouts,
+            cards: r.cards,
+        }
+    });
+    if stopped {
+        return Ok(None);
+    }
+    let summary = stats.summary();
+    Ok(Some(RunFigures {
+        round,
+        explain,
+        buffers: summary.buffers,
+        dropouts: summary.dropouts,
+        load_p50_pct: summary.load_pct.p50,
+        load_p99_pct: summary.load_pct.p99,
+        load_mean_pct: summary.load_pct.mean,
+        kernel,
+    }))
+}
+
+fn mode_figures(runs: &[RunFigures], explain: bool) -> Option<ModeFigures> {
+    let mine: Vec<&RunFigures> = runs.iter().filter(|r| r.explain == explain).collect();
+    let mut p50: Vec<f64> = mine.iter().map(|r| r.load_p50_pct).collect();
+    let mut p99: Vec<f64> = mine.iter().map(|r| r.load_p99_pct).collect();
+    let kernel: Vec<&KernelFigures> = mine.iter().filter_map(|r| r.kernel.as_ref()).collect();
+    let events: Vec<f64> = kernel.iter().map(|k| k.events_per_s).collect();
+    let reader: Vec<f64> = kernel.iter().map(|k| k.reader_cpu_pct).collect();
+    Some(ModeFigures {
+        explain,
+        runs: mine.len(),
+        load_p50_mean_pct: mean(&p50)?,
+        load_p50_median_pct: median(&mut p50)?,
+        load_p99_median_pct: median(&mut p99)?,
+        dropouts: mine.iter().map(|r| r.dropouts).sum(),
+        events_per_s: mean(&events),
+        lost: (!kernel.is_empty()).then(|| kernel.iter().map(|k| k.lost).sum()),
+        reader_cpu_pct: mean(&reader),
+    })
+}
+
+impl ExplainBench {
+    /// Recomputes the comparison from the runs and capacity searches so far.
+    fn compare(&mut self) {
+        self.without_explain = mode_figures(&self.runs, false);
+        self.with_explain = mode_figures(&self.runs, true);
+        if let (Some(off), Some(on)) = (&self.without_explain, &self.with_explain) {
+            let base = off.load_p50_mean_pct.max(f64::MIN_POSITIVE);
+            let pct = (on.load_p50_mean_pct - off.load_p50_mean_pct) / base * 100.0;
+            self.p50_increase_pct = Some(pct);
+            self.p50_increase_points = Some(on.load_p50_mean_pct - off.load_p50_mean_pct);
+            self.target_met = Some(pct <= self.target_p50_increase_pct);
+        }
+        let mut paired: Vec<f64> = (1..=self.settings.rounds)
+            .filter_map(|round| {
+                let of = |explain: bool| {
+                    self.runs
+                        .iter()
+                        .find(|r| r.round == round && r.explain == explain)
+                        .map(|r| r.load_p50_pct)
+                };
+                let (off, on) = (of(false)?, of(true)?);
+                Some((on - off) / off.max(f64::MIN_POSITIVE) * 100.0)
+            })
+            .collect();
+        self.p50_increase_paired_median_pct = median(&mut paired);
+        let sines = |explain: bool| {
+            self.capacity
+                .iter()
+                .find(|c| c.explain == explain)
+                .and_then(|c| c.sines)
+        };
+        self.capacity_change_pct = match (sines(false), sines(true)) {
+            (Some(off), Some(on)) if off > 0 => Some((on as f64 - off as f64) / off as f64 * 100.0),
+            _ => None,
+        };
+    }
+
+    fn write(&mut self, path: Option<&Path>) -> Result<(), String> {
+        self.compare();
+        let Some(path) = path else {
+            return Ok(());
+        };
+        self.provenance.finish();
+        let text = serde_json::to_string_pretty(self)
+            .map_err(|e| format!("cannot serialize the result: {e}"))?;
+        files::write_atomically(path, (text + "\n").as_bytes())
+    }
+}
+
+fn mode_name(explain: bool) -> &'static str {
+    if explain {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn print_run(r: &RunFigures) {
+    let kernel = r.kernel.as_ref().map_or(String::new(), |k| {
+        format!(
+            "{:>16.0} {:>6} {:>12.2}",
+            k.events_per_s, k.lost, k.reader_cpu_pct
+        )
+    });
+    println!(
+        "{:>5}  {:<9} {:>10.2} {:>10.2} {:>9} {kernel}",
+        r.round,
+        mode_name(r.explain),
+        r.load_p50_pct,
+        r.load_p99_pct,
+        r.dropouts
+    );
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+fn print_comparison(b: &ExplainBench) {
+    println!();
+    println!("mode       runs  load p50 % mean  median  load p99 % median  dropouts  kernel events/s  lost  reader CPU %");
+    for m in [&b.without_explain, &b.with_explain].into_iter().flatten() {
+        println!(
+            "{:<9} {:>5} {:>16.2} {:>7.2} {:>18.2} {:>9} {:>16} {:>5} {:>13}",
+            mode_name(m.explain),
+            m.runs,
+            m.load_p50_mean_pct,
+            m.load_p50_median_pct,
+            m.load_p99_median_pct,
+            m.dropouts,
+            opt(m.events_per_s, 0),
+            m.lost.map_or("-".into(), |l| l.to_string()),
+            opt(m.reader_cpu_pct, 2)
+        );
+    }
+    if let (Some(pct), Some(points)) = (b.p50_increase_pct, b.p50_increase_points) {
+        println!(
+            "p50 load with --explain: {pct:+.1} % relative ({points:+.2} points); paired by round, median {} %; target at most +{:.0} %: {}",
+            opt(b.p50_increase_paired_median_pct, 1),
+            b.target_p50_increase_pct,
+            if b.target_met == Some(true) { "met" } else { "NOT met" }
+        );
+    }
+}
+
+fn print_capacity(b: &ExplainBench) {
+    if b.capacity.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "capacity: the largest sine count without a dropout ({} frames, {} preset, {} s trials, {} repeats, search step 1/{} of its ceiling)",
+        b.settings.buffer_frames,
+        b.settings.preset.name(),
+        b.settings.capacity_trial_seconds,
+        b.settings.capacity_repeats,
+        b.settings.capacity_resolution
+    );
+    for c in &b.capacity {
+        let what = match (&c.sines, &c.error) {
+            (Some(n), _) => format!(
+                "{n} sines{}",
+                c.point.as_ref().map_or(String::new(), |p| format!(
+                    " (search step {}, {} step-downs{})",
+                    p.tolerance,
+                    p.step_downs,
+                    if p.sines >= p.search_ceiling {
+                        "; reached the search ceiling: at least this"
+                    } else {
+                        ""
+                    }
+                ))
+            ),
+            (None, Some(e)) => format!("no figure: {e}"),
+            (None, None) => "no figure".into(),
+        };
+        println!("  --explain {:<4} {what}", mode_name(c.explain));
+    }
+    if let Some(pct) = b.capacity_change_pct {
+        println!("  change with --explain: {pct:+.1} % (one search per mode: within a search step or two is noise)");
+    }
+}
+
+fn capacity_params(a: &ExplainBenchArgs, preset: Preset) -> CapacityParams {
+    let mut p = if a.quick {
+        CapacityParams::quick()
+    } else {
+        CapacityParams::full()
+    };
+    p.buffers = vec![a.buffer];
+    p.presets = vec![preset];
+    p.seconds = a.capacity_seconds.unwrap_or(if a.quick {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(3)
+    });
+    p.repeats = if a.quick { 1 } else { 2 };
+    p.resolution = if a.quick { 8 } else { 32 };
+    p.burst_load_pct = 0.0;
+    p
+}
+
+pub fn explain(a: &ExplainBenchArgs) -> Result<(), Failure> {
+    let preset = preset_of(a.preset);
+    if !(16..=4096).contains(&a.buffer) {
+        return Err(Failure::Usage(format!(
+            "invalid value '{}' for --buffer: allowed 16..=4096 frames",
+            a.buffer
+        )));
+    }
+    let cap_params = capacity_params(a, preset);
+    if !(200..=3_600_000).contains(&cap_params.seconds.as_millis()) {
+        return Err(Failure::Usage(format!(
+            "invalid value '{}' for --capacity-seconds: allowed 200ms..=1h",
+            humantime::format_duration(cap_params.seconds)
+        )));
+    }
+    cap_params.validate()?;
+    let config = cap_params.config(preset, a.buffer, a.sines);
+    config.validate().map_err(|e| {
+        Failure::Usage(format!(
+            "invalid value '{}' for --sines: allowed {}",
+            a.sines, e.allowed
+        ))
+    })?;
+    if let Some(p) = &a.json {
+        files::check_writable("--json", p)?;
+    }
+    let rounds = a.rounds.unwrap_or(if a.quick { 1 } else { 4 });
+    let d = a.duration.unwrap_or(if a.quick {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(10)
+    });
+    check_tracing(&config)?;
+    let signals = StopSignals::install().map_err(Failure::Runtime)?;
+    let provenance = Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    );
+    let mut bench = ExplainBench {
+        schema: "xrunlab.bench.explain/1",
+        provenance,
+        settings: Settings {
+            sines: a.sines,
+            rounds,
+            run_seconds: d.as_secs_f64(),
+            settle_seconds: SETTLE.as_secs_f64(),
+            buffer_frames: a.buffer,
+            preset,
+            capacity: !a.no_capacity,
+            capacity_trial_seconds: cap_params.seconds.as_secs_f64(),
+            capacity_repeats: cap_params.repeats,
+            capacity_resolution: cap_params.resolution,
+            quick: a.quick,
+        },
+        config: config.clone(),
+        tracer: None,
+        runs: Vec::new(),
+        without_explain: None,
+        with_explain: None,
+        p50_increase_pct: None,
+        p50_increase_points: None,
+        p50_increase_paired_median_pct: None,
+        target_p50_increase_pct: TARGET_P50_INCREASE_PCT,
+        target_met: None,
+        capacity: Vec::new(),
+        capacity_change_pct: None,
+        complete: false,
+        end: "running".into(),
+    };
+    let json = a.json.as_deref();
+    let mut json_error = None;
+    println!(
+        "bench explain: {} sines, {} frames at {} Hz, {} preset ({} real-time threads), {rounds} round(s) of {} runs (after {} of settling), each round off-on or on-off in turn",
+        a.sines,
+        config.buffer_frames,
+        config.sample_rate,
+        preset.name(),
+        config.realtime_threads(),
+        humantime::format_duration(d),
+        humantime::format_duration(SETTLE),
+    );
+    println!(
+        "round  --explain load p50 % load p99 %  dropouts  kernel events/s   lost reader CPU %"
+    );
+    let mut end = None;
+    'rounds: for round in 1..=rounds {
+        // Alternate the order so that a drift in the machine's other load hits both modes.
+        let order = if round % 2 == 1 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for explain in order {
+            match one_run(&config, d, round, explain, &signals, &mut bench.tracer)? {
+                Some(r) => {
+                    print_run(&r);
+                    bench.runs.push(r);
+                }
+                None => {
+                    end = signals.received();
+                    break 'rounds;
+                }
+            }
+            if let Err(e) = bench.write(json) {
+                json_error.get_or_insert(e);
+            }
+        }
+    }
+    bench.compare();
+    print_comparison(&bench);
+    if end.is_none() && !a.no_capacity {
+        let stop = || signals.received().is_some();
+        let ctx = Ctx::silent(&stop);
+        for explain in [false, true] {
+            eprintln!(
+                "capacity search {} --explain...",
+                if explain { "with" } else { "without" }
+            );
+            let mut p = cap_params.clone();
+            p.explain = explain;
+            let mut open =
+                |c: &mut EngineConfig| -> Result<Box<dyn xrunlab_engine::Device>, String> {
+                    Ok(Box::new(SimDevice::new(
+                        c.sample_rate,
+                        c.buffer_frames,
+                        c.input,
+                    )))
+                };
+            let figures = match cap::voicemark_at(&p, preset, a.buffer, &mut open, &ctx) {
+                Ok(Some(point)) => CapacityFigures {
+                    explain,
+                    sines: Some(point.sines),
+                    point: Some(point),
+                    error: None,
+                },
+                Ok(None) => CapacityFigures {
+                    explain,
+                    sines: None,
+                    point: None,
+                    error: Some("stopped by a signal".into()),
+                },
+                Err(e) => CapacityFigures {
+                    explain,
+                    sines: None,
+                    point: None,
+                    error: Some(match e {
+                        xrunlab_lab::LabError::Usage(m) | xrunlab_lab::LabError::Runtime(m) => m,
+                    }),
+                },
+            };
+            bench.capacity.push(figures);
+            if let Err(e) = bench.write(json) {
+                json_error.get_or_insert(e);
+            }
+            if signals.received().is_some() {
+                end = signals.received();
+                break;
+            }
+        }
+        print_capacity(&bench);
+    }
+    bench.complete = end.is_none();
+    bench.end = match end {
+        Some(signal) => format!("interrupted by {signal}; the runs measured until then are kept"),
+        None => "all runs done".into(),
+    };
+    if let Err(e) = bench.write(json) {
+        json_error.get_or_insert(e);
+    }
+    if !bench.complete {
+        println!("incomplete: {}", bench.end);
+    }
+    match json_error {
+        Some(e) => Err(Failure::Runtime(e)),
+        None => Ok(()),
+    }
+}
