@@ -312,7 +312,9 @@ impl ExplainBench {
                 .and_then(|c| c.sines)
         };
         self.capacity_change_pct = match (sines(false), sines(true)) {
-            (Some(off), Some(on)) if off > 0 => Some((on as f64 - off as f64) / off as f64 * 100.0),
+            (Some(off), Some(on)) if off > 0 && on > 0 => {
+                Some((on as f64 - off as f64) / off as f64 * 100.0)
+            }
             _ => None,
         };
     }
@@ -400,6 +402,13 @@ fn print_capacity(b: &ExplainBench) {
     );
     for c in &b.capacity {
         let what = match (&c.sines, &c.error) {
+            (Some(0), _) => format!(
+                "no count stayed dropout-free in the search and its repeats (smallest tried: {} sines): this machine's other load decides, not the tracer",
+                c.point
+                    .as_ref()
+                    .and_then(|p| p.trials.iter().map(|t| t.sines).min())
+                    .unwrap_or(0)
+            ),
             (Some(n), _) => format!(
                 "{n} sines{}",
                 c.point.as_ref().map_or(String::new(), |p| format!(
@@ -556,6 +565,8 @@ pub fn explain(a: &ExplainBenchArgs) -> Result<(), Failure> {
     if end.is_none() && !a.no_capacity {
         let stop = || signals.received().is_some();
         let ctx = Ctx::silent(&stop);
+        // One ceiling for both searches, so they try the same counts.
+        let core = cap::core_sines(config.kernel, a.buffer, cap_params.sample_rate);
         for explain in [false, true] {
             eprintln!(
                 "capacity search {} --explain...",
@@ -571,7 +582,7 @@ pub fn explain(a: &ExplainBenchArgs) -> Result<(), Failure> {
                         c.input,
                     )))
                 };
-            let figures = match cap::voicemark_at(&p, preset, a.buffer, &mut open, &ctx) {
+            let figures = match cap::voicemark_at(&p, preset, a.buffer, core, &mut open, &ctx) {
                 Ok(Some(point)) => CapacityFigures {
                     explain,
                     sines: Some(point.sines),

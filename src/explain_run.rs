@@ -126,7 +126,13 @@ impl Extras {
                 .explain
                 .as_ref()
                 .map(|e| e.dropouts().cloned().collect()),
-            trace: self.trace.take().map(TraceFile::finish),
+            trace: {
+                let kernel_freq = self
+                    .explain
+                    .as_ref()
+                    .and_then(Explainer::traces_cpu_frequency);
+                self.trace.take().map(|t| t.finish(kernel_freq))
+            },
         }
     }
 }

@@ -451,6 +451,28 @@ fn the_perfetto_trace_has_a_render_per_buffer_and_thread_and_every_dropout() {
     assert!(sched > 100, "kernel sched slices: {sched}");
     assert_eq!(r["trace"]["complete"], true);
     assert_eq!(r["trace"]["path"], t.to_str().unwrap());
+    // Power and frequency: measured, labelled as an estimate, or said to be missing.
+    let other = &trace["otherData"];
+    let power = other["xrunlab_power"].as_str().unwrap();
+    assert!(
+        power.starts_with("RAPL") || power.starts_with("no measured power: estimate"),
+        "{power}"
+    );
+    let freq = other["xrunlab_cpu_frequency"].as_str().unwrap();
+    assert!(
+        freq.starts_with("cpufreq scaling_cur_freq") || freq.starts_with("no cpufreq frequency"),
+        "{freq}"
+    );
+    let kernel_freq = r["explain"]["tracer"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e == "power:cpu_frequency");
+    assert_eq!(
+        freq.ends_with("at each change"),
+        kernel_freq,
+        "the note says whether the kernel's frequency events were recorded: {freq}"
+    );
 }
 
 /// Descriptors of `pid` that are perf events.

@@ -455,17 +455,18 @@ pub fn run(
 }
 
 /// VoiceMark at one buffer size and preset only (no LatencyMark; a burst search when
-/// `burst_load_pct` > 0): what `bench explain` compares with and without the explain
-/// collector. `None` when stopped.
+/// `burst_load_pct` > 0), searched up to the ceiling that `core_sines` (see [`core_sines`])
+/// sets: what `bench explain` compares with and without the explain collector, with one
+/// `core_sines` for both so the two searches try the same counts. `None` when stopped.
 pub fn voicemark_at(
     p: &CapacityParams,
     preset: Preset,
     buffer: u32,
+    core: f64,
     open: &mut OpenDevice,
     ctx: &Ctx,
 ) -> Result<Option<CapacityPoint>, LabError> {
     p.validate()?;
-    let core = core_sines(EngineConfig::default().kernel, buffer, p.sample_rate);
     let steps = (p.resolution.max(2) as f64).log2().ceil() as u64 + 1;
     start_progress(ctx, steps + p.repeats as u64, "capacity");
     let mut runner = Runner {
