@@ -75,6 +75,26 @@ struct ModeFigures {
     reader_cpu_pct: Option<f64>,
 }
 
+/// What one recorded event costs the CPU it happens on: two threads pinned to one traced CPU
+/// wake each other in turn (each round trip is 2 `sched_waking` and 2 `sched_switch` records),
+/// timed with and without the tracer, interleaved. Less noisy than the load runs: it isolates
+/// the kernel's per-event work from the rest of the machine's.
+#[derive(Debug, Clone, Serialize)]
+struct EventCost {
+    cpu: usize,
+    round_trips_per_sample: u32,
+    /// Median µs per round trip over the samples of each mode.
+    off_us_per_round_trip: f64,
+    on_us_per_round_trip: f64,
+    /// Records the tracer counted per round trip (should be about 4).
+    events_per_round_trip: f64,
+    /// (on - off) / events per round trip, µs.
+    us_per_event: f64,
+    /// `us_per_event` times the load runs' events per second: the share of one CPU the kernel
+    /// spends writing events, %. An estimate: only the events inside a render add to its load.
+    cpu_pct_at_run_rate: Option<f64>,
+}
+
 /// The capacity search of one mode.
 #[derive(Debug, Clone, Serialize)]
 struct CapacityFigures {
@@ -122,6 +142,8 @@ struct ExplainBench {
     p50_increase_paired_median_pct: Option<f64>,
     target_p50_increase_pct: f64,
     target_met: Option<bool>,
+    /// The kernel's cost per recorded event (see [`EventCost`]).
+    event_cost: Option<EventCost>,
     capacity: Vec<CapacityFigures>,
     /// Relative change of the capacity with `--explain`, %.
     capacity_change_pct: Option<f64>,
@@ -432,6 +454,86 @@ fn print_capacity(b: &ExplainBench) {
     }
 }
 
+/// Median µs per round trip of two threads on `cpu` waking each other `trips` times.
+fn ping_pong(cpu: usize, trips: u32) -> Result<f64, String> {
+    use std::sync::mpsc::channel;
+    let pin = move || {
+        let r = xrunlab_sys::apply_to_current_thread(&xrunlab_sys::RtRequest {
+            cpus: Some(vec![cpu]),
+            ..xrunlab_sys::RtRequest::default()
+        });
+        r.affinity.took_effect()
+    };
+    let (to_b, from_a) = channel::<u32>();
+    let (to_a, from_b) = channel::<u32>();
+    let b = std::thread::spawn(move || {
+        let pinned = pin();
+        while let Ok(n) = from_a.recv() {
+            if to_a.send(n).is_err() {
+                break;
+            }
+        }
+        pinned
+    });
+    let pinned = pin();
+    let t0 = Instant::now();
+    for n in 0..trips {
+        to_b.send(n).map_err(|_| "the partner thread stopped")?;
+        from_b.recv().map_err(|_| "the partner thread stopped")?;
+    }
+    let us = t0.elapsed().as_secs_f64() * 1e6 / f64::from(trips);
+    drop(to_b);
+    let b_pinned = b.join().map_err(|_| "the partner thread panicked")?;
+    if !(pinned && b_pinned) {
+        return Err(format!("could not pin both threads to CPU {cpu}"));
+    }
+    Ok(us)
+}
+
+/// See [`EventCost`]; `None` when a stop signal came.
+fn event_cost(
+    cpu: usize,
+    trips: u32,
+    samples: usize,
+    run_events_per_s: Option<f64>,
+    signals: &StopSignals,
+) -> Result<Option<EventCost>, String> {
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    let mut per_trip = Vec::new();
+    for i in 0..samples * 2 {
+        if signals.received().is_some() {
+            return Ok(None);
+        }
+        let tracing = i % 4 == 1 || i % 4 == 2;
+        if tracing {
+            let tracer = xrunlab_engine::explain::trace::Tracer::start(
+                &[cpu],
+                &xrunlab_engine::explain::trace::TraceOptions::default(),
+            )
+            .map_err(|e| e.to_string())?;
+            let us = ping_pong(cpu, trips)?;
+            let stats = tracer.stop();
+            per_trip.push(stats.events_total as f64 / f64::from(trips));
+            on.push(us);
+        } else {
+            off.push(ping_pong(cpu, trips)?);
+        }
+    }
+    let off = median(&mut off).ok_or("no samples")?;
+    let on = median(&mut on).ok_or("no samples")?;
+    let events = median(&mut per_trip).ok_or("no samples")?.max(1.0);
+    let us_per_event = (on - off) / events;
+    Ok(Some(EventCost {
+        cpu,
+        round_trips_per_sample: trips,
+        off_us_per_round_trip: off,
+        on_us_per_round_trip: on,
+        events_per_round_trip: events,
+        us_per_event,
+        cpu_pct_at_run_rate: run_events_per_s.map(|r| r * us_per_event / 1e6 * 100.0),
+    }))
+}
+
 fn capacity_params(a: &ExplainBenchArgs, preset: Preset) -> CapacityParams {
     let mut p = if a.quick {
         CapacityParams::quick()
@@ -516,6 +618,7 @@ pub fn explain(a: &ExplainBenchArgs) -> Result<(), Failure> {
         p50_increase_paired_median_pct: None,
         target_p50_increase_pct: TARGET_P50_INCREASE_PCT,
         target_met: None,
+        event_cost: None,
         capacity: Vec::new(),
         capacity_change_pct: None,
         complete: false,
@@ -562,6 +665,35 @@ pub fn explain(a: &ExplainBenchArgs) -> Result<(), Failure> {
     }
     bench.compare();
     print_comparison(&bench);
+    if end.is_none() {
+        let trips = if a.quick { 2_000 } else { 20_000 };
+        let samples = if a.quick { 2 } else { 5 };
+        let rate = bench.with_explain.as_ref().and_then(|m| m.events_per_s);
+        let cpu = *audio_cpus(&config).last().unwrap_or(&0);
+        match event_cost(cpu, trips, samples, rate, &signals) {
+            Ok(Some(c)) => {
+                println!(
+                    "kernel cost per recorded event: {:.2} us (two threads pinned to CPU {}, {} round trips x {} samples a mode: {:.2} us per round trip without tracing, {:.2} with, {:.1} events each){}",
+                    c.us_per_event,
+                    c.cpu,
+                    c.round_trips_per_sample,
+                    samples,
+                    c.off_us_per_round_trip,
+                    c.on_us_per_round_trip,
+                    c.events_per_round_trip,
+                    c.cpu_pct_at_run_rate.map_or(String::new(), |p| format!(
+                        "; at the runs' events/s: {p:.2} % of one CPU (estimate)"
+                    ))
+                );
+                bench.event_cost = Some(c);
+            }
+            Ok(None) => end = signals.received(),
+            Err(e) => println!("kernel cost per recorded event: not measured: {e}"),
+        }
+        if let Err(e) = bench.write(json) {
+            json_error.get_or_insert(e);
+        }
+    }
     if end.is_none() && !a.no_capacity {
         let stop = || signals.received().is_some();
         let ctx = Ctx::silent(&stop);

@@ -128,12 +128,12 @@ pub struct RunArgs {
     /// the summary. Where tracing is impossible the reason is said and the run goes on.
     #[arg(long)]
     pub explain: bool,
-    /// With --explain: also record the kernel's hrtimer expiry events, shown in the --trace
-    /// file on each CPU's interrupt track. No blame card uses them, and they are about a fifth
-    /// of all kernel events (time the kernel takes on the audio CPUs), so they are off unless
-    /// asked for.
+    /// With --explain: also record the kernel events no blame card uses, hrtimer expiry and
+    /// idle states (cpu_idle), shown in the --trace file (hrtimer slices on each CPU's
+    /// interrupt track, an idle-state counter per CPU). They are a quarter to a half of all
+    /// kernel events, each written on an audio CPU, so they are off unless asked for.
     #[arg(long, requires = "explain")]
-    pub explain_timers: bool,
+    pub explain_all: bool,
     /// Write a Perfetto trace (Chrome JSON; opens in ui.perfetto.dev): a track per audio
     /// thread with each buffer's wake-up and render, load and sine counters, an instant per
     /// dropout with its verdict, and with --explain the kernel's sched and IRQ slices.

@@ -37,7 +37,7 @@ impl Extras {
         let cpus = audio_cpus(config);
         let explain = args.explain.then(|| {
             let mut options = ExplainOptions::default();
-            options.trace.hrtimers = args.explain_timers;
+            options.trace.extra_events = args.explain_all;
             let e = Explainer::start(&cpus, options);
             if let Some(why) = e.unavailable() {
                 eprintln!("warning: --explain: {why}; the run goes on without blame cards");

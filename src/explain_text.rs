@@ -141,7 +141,7 @@ pub fn render(r: &RunResult) -> String {
                         String::new()
                     } else {
                         format!(
-                            "; not recorded: {} (--explain-timers records them)",
+                            "; not recorded: {} (--explain-all records them)",
                             t.events_left_out.join(", ")
                         )
                     }

@@ -748,6 +748,19 @@ fn bench_explain_compares_both_modes_side_by_side() {
         .unwrap()
         .iter()
         .any(|e| e == "sched:sched_waking"));
+    // The per-event cost: each ping-pong round trip is two wake-ups and two switches.
+    let cost = &r["event_cost"];
+    let per_trip = cost["events_per_round_trip"].as_f64().unwrap();
+    assert!(
+        (3.5..8.0).contains(&per_trip),
+        "events per round trip: {cost}"
+    );
+    assert!(cost["us_per_event"].as_f64().unwrap().is_finite(), "{cost}");
+    assert!(
+        cost["off_us_per_round_trip"].as_f64().unwrap() > 0.0,
+        "{cost}"
+    );
+    assert!(text.contains("kernel cost per recorded event"), "{text}");
     let capacity = r["capacity"].as_array().unwrap();
     assert_eq!(capacity.len(), 2, "{capacity:?}");
     for (c, explain) in capacity.iter().zip([false, true]) {
@@ -779,4 +792,67 @@ fn bench_explain_flags_are_checked_before_anything_runs() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rounds"));
+}
+
+#[test]
+#[ignore = "needs root and perf tracepoints"]
+fn explain_all_records_the_events_no_card_needs_and_the_summary_says_what_was_left_out() {
+    require_root();
+    let _serial = serial();
+    let dir = scratch("explain-all");
+    let (plain, all) = (dir.join("plain.json"), dir.join("all.json"));
+    let out = run_ok(&[
+        "run",
+        "--quiet",
+        "--explain",
+        "--duration",
+        "1s",
+        "--json",
+        plain.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("not recorded: timer:hrtimer_expire_entry, timer:hrtimer_expire_exit, power:cpu_idle (--explain-all records them)"),
+        "{text}"
+    );
+    assert!(text.contains("          reader "), "{text}");
+    let r = json(&plain);
+    require_tracer(&r);
+    let by_type = &r["explain"]["stats"]["events_by_type"];
+    assert!(by_type.get("hrtimer_entry").is_none(), "{by_type}");
+    assert!(
+        by_type.get("wakeup").is_none(),
+        "one record per wake-up: {by_type}"
+    );
+    let out = run_ok(&[
+        "run",
+        "--quiet",
+        "--explain",
+        "--explain-all",
+        "--duration",
+        "1s",
+        "--json",
+        all.to_str().unwrap(),
+    ]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("not recorded"));
+    let r = json(&all);
+    let events = r["explain"]["tracer"]["events"].as_array().unwrap();
+    for want in ["timer:hrtimer_expire_entry", "power:cpu_idle"] {
+        assert!(events.iter().any(|e| e == want), "{want} in {events:?}");
+    }
+    assert!(r["explain"]["tracer"]["events_left_out"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn explain_all_needs_explain() {
+    let out = xrunlab()
+        .args(["run", "--explain-all", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--explain"));
 }

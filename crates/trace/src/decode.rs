@@ -16,21 +16,22 @@ pub struct EventSpec {
     pub name: &'static str,
     /// Whether the tracer refuses to start without it.
     pub required: bool,
-    /// Recorded only when asked for ([`crate::TraceOptions::hrtimers`]): no blame card uses
-    /// it, and it costs the audio CPUs time in every event the kernel writes.
+    /// Recorded only when asked for ([`crate::TraceOptions::extra_events`]): no blame card
+    /// uses it, and it costs the audio CPUs time in every event the kernel writes.
     pub opt_in: bool,
 }
 
 /// The events a blame card needs (required), those used where the kernel has them, and the
-/// opt-in hrtimer expiry.
+/// opt-in ones that only the Perfetto trace shows (hrtimer expiry, idle states).
 ///
 /// Cost decides what is here: every event is written by the kernel on the audio CPU where it
 /// happens, often inside an audio thread's render. Of a wake-up, only `sched_waking` is
 /// recorded: it is made by the waker (so the card can tell an audio thread's wake-up from an
 /// interrupt's), at the moment the wake-up was asked for, and a move to another run queue
 /// follows as `sched_migrate_task`; `sched_wakeup` would repeat it for every wake-up. hrtimer
-/// expiry (about a fifth of all events on an audio run) is opt-in: the cards do not use it, and
-/// the Perfetto trace shows it only when it was recorded.
+/// expiry (a fifth to a third of all events on an audio run) and `cpu_idle` (another 4-15 %)
+/// are opt-in: the cards do not use them, and the Perfetto trace shows them only when they were
+/// recorded.
 pub const EVENTS: &[EventSpec] = &[
     spec("sched", "sched_switch", true),
     spec("sched", "sched_waking", true),
@@ -41,7 +42,7 @@ pub const EVENTS: &[EventSpec] = &[
     spec("irq", "softirq_exit", true),
     opt_in("timer", "hrtimer_expire_entry"),
     opt_in("timer", "hrtimer_expire_exit"),
-    spec("power", "cpu_idle", false),
+    opt_in("power", "cpu_idle"),
     spec("power", "cpu_frequency", false),
 ];
 

@@ -249,8 +249,8 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     /// Kernel tracks for `cpus`: who ran on each CPU (one slice per task run, named
-    /// `comm (tid)`) and IRQ/softirq slices (and hrtimer expiry, when it was recorded), from
-    /// tracer events in time order. State carries
+    /// `comm (tid)`) and IRQ/softirq slices (and, when they were recorded, hrtimer expiry
+    /// slices and an idle-state counter per CPU), from tracer events in time order. State carries
     /// over between calls, so pass each event once.
     pub fn kernel_events(&mut self, events: &[TraceEvent], cpus: &[usize]) {
         for e in events {
@@ -328,6 +328,20 @@ impl<W: Write> PerfettoWriter<W> {
                             json!({"function": format!("{function:#x}")}),
                         );
                     }
+                }
+                EventKind::CpuIdle { state } => {
+                    // The kernel's "left idle" is state -1 (u32::MAX as recorded).
+                    let value = if *state == u32::MAX {
+                        -1.0
+                    } else {
+                        f64::from(*state)
+                    };
+                    self.counter(
+                        KERNEL_PID,
+                        &format!("CPU {} idle state", e.cpu),
+                        e.ts_ns,
+                        &[("state", value)],
+                    );
                 }
                 EventKind::Lost { count } => {
                     self.instant(

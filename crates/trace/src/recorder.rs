@@ -29,10 +29,10 @@ pub struct TraceOptions {
     pub ring_kib_per_cpu: usize,
     /// How often the reader drains the rings, in ms.
     pub poll_ms: u64,
-    /// Also record hrtimer expiry (`timer:hrtimer_expire_entry`/`exit`): shown in the Perfetto
-    /// trace, used by no card, and about a fifth of all events on an audio run, so off by
-    /// default (see [`crate::EVENTS`]).
-    pub hrtimers: bool,
+    /// Also record the events no card uses (hrtimer expiry, `power:cpu_idle`): shown in the
+    /// Perfetto trace, and a quarter to a half of all events on an audio run, so off by default
+    /// (see [`crate::EVENTS`]).
+    pub extra_events: bool,
 }
 
 impl Default for TraceOptions {
@@ -43,7 +43,7 @@ impl Default for TraceOptions {
             max_events: 200_000,
             ring_kib_per_cpu: 1024,
             poll_ms: 10,
-            hrtimers: false,
+            extra_events: false,
         }
     }
 }
@@ -65,7 +65,7 @@ pub struct TraceInfo {
     pub events: Vec<String>,
     /// Optional events this kernel lacks.
     pub missing_optional_events: Vec<String>,
-    /// Opt-in events not recorded because they were not asked for (hrtimer expiry).
+    /// Opt-in events not recorded because they were not asked for (hrtimer expiry, cpu_idle).
     pub events_left_out: Vec<String>,
     /// Where the reader thread runs: off the traced CPUs when the process may use another.
     pub reader_placement: String,
@@ -281,7 +281,7 @@ impl Tracer {
                 ),
             });
         }
-        let prepared = prepare(&options.roots, options.hrtimers)?;
+        let prepared = prepare(&options.roots, options.extra_events)?;
         let formats: Vec<_> = prepared.formats.iter().map(|(_, f)| f.clone()).collect();
         let decoder = Decoder::new(&formats).map_err(|reason| TraceUnavailable::MissingEvent {
             event: "format".into(),

@@ -370,18 +370,23 @@ fn the_reader_runs_off_the_traced_cpu_and_only_the_needed_events_are_recorded() 
         Some(want.as_str()),
         "the reader thread's affinity in procfs"
     );
-    // One record per wake-up (sched_waking) and no hrtimer expiry unless asked for.
+    // One record per wake-up (sched_waking), no hrtimer expiry or idle states unless asked for.
     assert!(info.events.iter().any(|e| e == "sched:sched_waking"));
     assert!(!info.events.iter().any(|e| e == "sched:sched_wakeup"));
     assert!(!info.events.iter().any(|e| e.starts_with("timer:")));
+    assert!(!info.events.iter().any(|e| e == "power:cpu_idle"));
     assert_eq!(
         info.events_left_out,
-        ["timer:hrtimer_expire_entry", "timer:hrtimer_expire_exit"]
+        [
+            "timer:hrtimer_expire_entry",
+            "timer:hrtimer_expire_exit",
+            "power:cpu_idle"
+        ]
     );
     let timers = Tracer::start(
         &[AUDIO_CPU],
         &TraceOptions {
-            hrtimers: true,
+            extra_events: true,
             ..TraceOptions::default()
         },
     )

@@ -175,7 +175,7 @@ fn kernel_events_become_per_cpu_task_and_interrupt_slices() {
             cpu: 1,
             kind: EventKind::SoftirqExit { vec: 3 },
         },
-        // hrtimer expiry, when it was recorded (--explain-timers).
+        // hrtimer expiry, when it was recorded (--explain-all).
         TraceEvent {
             ts_ns: 2_000,
             cpu: 1,
@@ -187,6 +187,16 @@ fn kernel_events_become_per_cpu_task_and_interrupt_slices() {
             ts_ns: 2_300,
             cpu: 1,
             kind: EventKind::HrtimerExit,
+        },
+        TraceEvent {
+            ts_ns: 2_400,
+            cpu: 1,
+            kind: EventKind::CpuIdle { state: 1 },
+        },
+        TraceEvent {
+            ts_ns: 2_900,
+            cpu: 1,
+            kind: EventKind::CpuIdle { state: u32::MAX },
         },
         switch(21_000, 1, "worker", 100),
         switch(22_000, 0, "other-cpu", 5),
@@ -208,6 +218,12 @@ fn kernel_events_become_per_cpu_task_and_interrupt_slices() {
     assert_eq!(timer["tid"], irq_track(1).tid);
     assert_eq!(timer["dur"].as_f64().unwrap(), 0.3);
     assert_eq!(timer["args"]["function"], "0xffffffff81000000");
+    let idle: Vec<f64> = events
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "CPU 1 idle state")
+        .map(|e| e["args"]["state"].as_f64().unwrap())
+        .collect();
+    assert_eq!(idle, [1.0, -1.0], "entering C1, then leaving idle");
     assert!(events
         .iter()
         .any(|e| e["ph"] == "M" && e["args"]["name"] == "CPU 1"));
