@@ -1,4 +1,4 @@
-//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as a table (and JSON); `bench soak` is in `bench_soak`; runs on the main thread.
+//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as a table (and JSON); `bench soak` is in `bench_soak`, `bench explain` in `bench_explain`; runs on the main thread.
 
 use crate::cli::{BenchArgs, BenchMode};
 use crate::Failure;
@@ -98,8 +98,10 @@ fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
 }
 
 pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
-    if let Some(BenchMode::Soak(soak)) = &args.mode {
-        return crate::bench_soak::soak(soak);
+    match &args.mode {
+        Some(BenchMode::Soak(soak)) => return crate::bench_soak::soak(soak),
+        Some(BenchMode::Explain(a)) => return crate::bench_explain::explain(a),
+        None => {}
     }
     let provenance = Provenance::collect(
         env!("CARGO_PKG_VERSION"),

@@ -132,6 +132,12 @@ pub struct RunArgs {
     /// the summary. Where tracing is impossible the reason is said and the run goes on.
     #[arg(long)]
     pub explain: bool,
+    /// With --explain: also record the kernel events no blame card uses, hrtimer expiry and
+    /// idle states (cpu_idle), shown in the --trace file (hrtimer slices on each CPU's
+    /// interrupt track, an idle-state counter per CPU). They are a quarter to a half of all
+    /// kernel events, each written on an audio CPU, so they are off unless asked for.
+    #[arg(long, requires = "explain")]
+    pub explain_all: bool,
     /// Write a Perfetto trace (Chrome JSON; opens in ui.perfetto.dev): a track per audio
     /// thread with each buffer's wake-up and render, load and sine counters, an instant per
     /// dropout with its verdict, and with --explain the kernel's sched and IRQ slices.
@@ -183,7 +189,43 @@ pub struct BenchArgs {
 pub enum BenchMode {
     /// Run the engine for a long time (32 frames unless --buffer says otherwise) and sample
     /// the process's resident memory, to show it stays flat (target: under 2 MB of growth).
-    Soak(SoakArgs),
+    Soak(Box<SoakArgs>),
+    /// What `--explain` costs, measured side by side in one invocation: runs with and without
+    /// the kernel tracer interleaved at one sine count (load p50/p99, kernel events/s, lost
+    /// events, the reader's CPU), then the dropout-free capacity with and without it.
+    Explain(ExplainBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainBenchArgs {
+    /// The load of the interleaved runs, in sines (the target is at most +2 % p50 load at 1000).
+    #[arg(long, default_value_t = 1000)]
+    pub sines: usize,
+    /// Rounds; each runs once without and once with --explain, in alternating order
+    /// (off-on, on-off, ...), so drift in the machine's other load hits both modes alike.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
+    /// Length of each run, after 0.5 s of settling that is not counted (default 10s; --quick 1s).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Buffer size in frames, 16..=4096.
+    #[arg(long, value_name = "FRAMES", default_value_t = 128)]
+    pub buffer: u32,
+    /// Thread layout of the runs and the capacity trials.
+    #[arg(long, value_enum, default_value_t = crate::lab_cli::CapacityPreset::Standard)]
+    pub preset: crate::lab_cli::CapacityPreset,
+    /// How long each capacity trial must stay dropout-free, 200ms..=1h (default 3s; --quick 500ms).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub capacity_seconds: Option<Duration>,
+    /// Skip the capacity searches (they take a few minutes).
+    #[arg(long)]
+    pub no_capacity: bool,
+    /// A short look (1 round of 1 s runs, a coarse capacity search): what the tests use.
+    #[arg(long)]
+    pub quick: bool,
+    /// Write every run, the comparison and provenance as JSON (rewritten after each run).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -36,7 +36,9 @@ impl Extras {
     pub fn start(args: &RunArgs, config: &EngineConfig) -> Result<Extras, Failure> {
         let cpus = audio_cpus(config);
         let explain = args.explain.then(|| {
-            let e = Explainer::start(&cpus, ExplainOptions::default());
+            let mut options = ExplainOptions::default();
+            options.trace.extra_events = args.explain_all;
+            let e = Explainer::start(&cpus, options);
             if let Some(why) = e.unavailable() {
                 eprintln!("warning: --explain: {why}; the run goes on without blame cards");
             }
@@ -119,7 +121,13 @@ impl Extras {
         };
         self.feed_trace(&fresh, now_ns);
         ExtrasResult {
-            trace: self.trace.take().map(TraceFile::finish),
+            trace: {
+                let kernel_freq = self
+                    .explain
+                    .as_ref()
+                    .and_then(Explainer::traces_cpu_frequency);
+                self.trace.take().map(|t| t.finish(kernel_freq))
+            },
             ..self.checkpoint()
         }
     }

@@ -136,6 +136,19 @@ pub fn render(r: &RunResult) -> String {
                     },
                     stats.map_or(0.0, |s| s.reader_cpu_ms)
                 );
+                let _ = writeln!(
+                    s,
+                    "          reader {}{}",
+                    t.reader_placement,
+                    if t.events_left_out.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; not recorded: {} (--explain-all records them)",
+                            t.events_left_out.join(", ")
+                        )
+                    }
+                );
             }
             (None, Some(why)) => {
                 let _ = writeln!(

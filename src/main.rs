@@ -1,6 +1,7 @@
 //! The `xrunlab` binary: parses arguments, dispatches to a command, and maps errors to exit codes in one place; runs on the main thread.
 
 mod bench_cmd;
+mod bench_explain;
 mod bench_soak;
 mod cli;
 mod csv_out;

@@ -14,11 +14,11 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use xrunlab_engine::explain::counters::SystemCounters;
 use xrunlab_engine::explain::perfetto::BufferTrace;
 use xrunlab_engine::explain::trace::{Cursor, PerfettoOptions, PerfettoWriter, TraceEvent, Tracer};
 use xrunlab_engine::explain::Dropout;
 use xrunlab_engine::{BufferReport, ThreadInfo};
-use xrunlab_sys::PowerMeter;
 
 /// How often power and CPU frequency counters are sampled.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -58,11 +58,8 @@ pub struct TraceFile {
     cursor: Cursor,
     kernel: Vec<TraceEvent>,
     kernel_missed: u64,
-    power: PowerMeter,
-    power_label: String,
+    counters: SystemCounters,
     next_sample: Instant,
-    freq_cpus: Vec<usize>,
-    freqs: Vec<Option<u64>>,
     warned: bool,
 }
 
@@ -86,15 +83,6 @@ impl TraceFile {
             pid,
             "no --explain: run with it for the kernel's account",
         );
-        let power = PowerMeter::new(
-            xrunlab_sys::default_sys_root(),
-            xrunlab_sys::default_proc_root(),
-        );
-        let power_label = if power.source().starts_with("estimate") {
-            "power W (estimate: process CPU time)".to_owned()
-        } else {
-            "power W (RAPL package)".to_owned()
-        };
         Ok(TraceFile {
             trace,
             target: target.to_path_buf(),
@@ -103,11 +91,8 @@ impl TraceFile {
             cursor: Cursor::default(),
             kernel: Vec::new(),
             kernel_missed: 0,
-            power,
-            power_label,
+            counters: SystemCounters::live(freq_cpus),
             next_sample: Instant::now(),
-            freq_cpus,
-            freqs: Vec::new(),
             warned: false,
         })
     }
@@ -145,32 +130,9 @@ impl TraceFile {
             return;
         }
         self.next_sample = now + SAMPLE_EVERY;
-        if let Some(p) = self.power.sample() {
-            let pid = self.trace.pid();
-            self.trace
-                .writer()
-                .counter(pid, &self.power_label, now_ns, &[("W", p.watts)]);
-        }
-        xrunlab_sys::read_cur_freqs_khz(
-            xrunlab_sys::default_sys_root(),
-            &self.freq_cpus,
-            &mut self.freqs,
-        );
-        let readings: Vec<(usize, u64)> = self
-            .freq_cpus
-            .iter()
-            .zip(&self.freqs)
-            .filter_map(|(c, f)| f.map(|f| (*c, f)))
-            .collect();
-        let pid = self.trace.pid();
-        for (cpu, khz) in readings {
-            self.trace.writer().counter(
-                pid,
-                &format!("CPU {cpu} MHz (cpufreq)"),
-                now_ns,
-                &[("MHz", khz as f64 / 1000.0)],
-            );
-        }
+        let sample = self.counters.sample(now_ns);
+        let label = self.counters.power_label();
+        self.trace.system_counters(&sample, label);
     }
 
     /// Says once, on stderr, that the trace stopped (the run goes on).
@@ -184,11 +146,13 @@ impl TraceFile {
         }
     }
 
-    /// Closes the JSON document and renames it into place; a trace that stopped early stays
-    /// in its in-progress file, which the report names.
-    pub fn finish(self) -> TraceFileReport {
+    /// Closes the JSON document (its metadata saying where the power and frequency counters
+    /// came from; `kernel_freq` as [`SystemCounters::notes`] takes it) and renames it into
+    /// place; a trace that stopped early stays in its in-progress file, which the report names.
+    pub fn finish(self, kernel_freq: Option<bool>) -> TraceFileReport {
         let TraceFile {
-            trace,
+            mut trace,
+            counters,
             target,
             partial,
             every_nth_buffer,
@@ -196,6 +160,7 @@ impl TraceFile {
             warned,
             ..
         } = self;
+        trace.counter_notes(counters.notes(kernel_freq));
         let summary = trace.into_writer().finish();
         let mut warning = summary.warning.clone();
         let mut path = partial.clone();

@@ -349,6 +349,28 @@ fn the_perfetto_trace_has_a_render_per_buffer_and_thread_and_every_dropout() {
     assert!(sched > 100, "kernel sched slices: {sched}");
     assert_eq!(r["trace"]["complete"], true);
     assert_eq!(r["trace"]["path"], t.to_str().unwrap());
+    // Power and frequency: measured, labelled as an estimate, or said to be missing.
+    let other = &trace["otherData"];
+    let power = other["xrunlab_power"].as_str().unwrap();
+    assert!(
+        power.starts_with("RAPL") || power.starts_with("no measured power: estimate"),
+        "{power}"
+    );
+    let freq = other["xrunlab_cpu_frequency"].as_str().unwrap();
+    assert!(
+        freq.starts_with("cpufreq scaling_cur_freq") || freq.starts_with("no cpufreq frequency"),
+        "{freq}"
+    );
+    let kernel_freq = r["explain"]["tracer"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e == "power:cpu_frequency");
+    assert_eq!(
+        freq.ends_with("at each change"),
+        kernel_freq,
+        "the note says whether the kernel's frequency events were recorded: {freq}"
+    );
 }
 
 /// Descriptors of `pid` that are perf events.
@@ -539,4 +561,188 @@ fn trace_flags_are_checked_before_the_run() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--trace"));
+}
+
+#[test]
+#[ignore = "needs root: kernel tracing"]
+fn bench_explain_compares_both_modes_side_by_side() {
+    let _turn = root_turn();
+    let dir = scratch("bench-explain");
+    let path = dir.join("bench.json");
+    let out = run_ok(&[
+        "bench",
+        "explain",
+        "--quick",
+        "--sines",
+        "200",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "load p50 %",
+        "kernel events/s",
+        "reader CPU %",
+        "p50 load with --explain",
+        "--explain off",
+        "--explain on",
+    ] {
+        assert!(text.contains(want), "the table has {want:?}:\n{text}");
+    }
+    let r = json(&path);
+    assert_eq!(r["schema"], "xrunlab.bench.explain/1");
+    assert_eq!(r["complete"], true, "{}", r["end"]);
+    assert!(r["provenance"]["end_time"].is_string());
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "one run per mode in the one quick round");
+    let modes: Vec<bool> = runs.iter().map(|r| r["explain"] == true).collect();
+    assert!(modes.contains(&true) && modes.contains(&false), "{modes:?}");
+    for run in runs {
+        let p50 = run["load_p50_pct"].as_f64().unwrap();
+        let p99 = run["load_p99_pct"].as_f64().unwrap();
+        assert!(
+            p50 > 0.0 && p50 < 100.0,
+            "200 sines load a buffer partly: {run}"
+        );
+        assert!(p99 >= p50, "{run}");
+        assert!(
+            run["buffers"].as_u64().unwrap() > 100,
+            "1 s is ~375 buffers: {run}"
+        );
+        assert_eq!(run["kernel"].is_object(), run["explain"] == true, "{run}");
+    }
+    let on = &r["with_explain"];
+    let off = &r["without_explain"];
+    assert!(on["events_per_s"].as_f64().unwrap() > 100.0, "{on}");
+    assert!(on["lost"].is_u64(), "{on}");
+    let reader = on["reader_cpu_pct"].as_f64().unwrap();
+    assert!(
+        (0.0..50.0).contains(&reader),
+        "the reader's share of a CPU: {reader}"
+    );
+    assert!(
+        off["events_per_s"].is_null(),
+        "no tracer without --explain: {off}"
+    );
+    let increase = r["p50_increase_pct"].as_f64().unwrap();
+    let expected = (on["load_p50_mean_pct"].as_f64().unwrap()
+        / off["load_p50_mean_pct"].as_f64().unwrap()
+        - 1.0)
+        * 100.0;
+    assert!(
+        (increase - expected).abs() < 1e-6,
+        "{increase} vs {expected}"
+    );
+    assert_eq!(r["target_met"], increase <= 2.0);
+    assert!(r["tracer"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e == "sched:sched_waking"));
+    // The per-event cost: each ping-pong round trip is two wake-ups and two switches.
+    let cost = &r["event_cost"];
+    let per_trip = cost["events_per_round_trip"].as_f64().unwrap();
+    assert!(
+        (3.5..8.0).contains(&per_trip),
+        "events per round trip: {cost}"
+    );
+    assert!(cost["us_per_event"].as_f64().unwrap().is_finite(), "{cost}");
+    assert!(
+        cost["off_us_per_round_trip"].as_f64().unwrap() > 0.0,
+        "{cost}"
+    );
+    assert!(text.contains("kernel cost per recorded event"), "{text}");
+    let capacity = r["capacity"].as_array().unwrap();
+    assert_eq!(capacity.len(), 2, "{capacity:?}");
+    for (c, explain) in capacity.iter().zip([false, true]) {
+        assert_eq!(c["explain"], explain);
+        assert!(
+            c["sines"].as_u64().unwrap() > 0,
+            "a capacity was found: {c}"
+        );
+        assert!(!c["point"]["trials"].as_array().unwrap().is_empty());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bench_explain_flags_are_checked_before_anything_runs() {
+    let out = xrunlab()
+        .args(["bench", "explain", "--buffer", "8"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--buffer") && err.contains("16..=4096"),
+        "{err}"
+    );
+    let out = xrunlab()
+        .args(["bench", "explain", "--rounds", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rounds"));
+}
+
+#[test]
+#[ignore = "needs root and perf tracepoints"]
+fn explain_all_records_the_events_no_card_needs_and_the_summary_says_what_was_left_out() {
+    let _turn = root_turn();
+    let dir = scratch("explain-all");
+    let (plain, all) = (dir.join("plain.json"), dir.join("all.json"));
+    let out = run_ok(&[
+        "run",
+        "--quiet",
+        "--explain",
+        "--duration",
+        "1s",
+        "--json",
+        plain.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("not recorded: timer:hrtimer_expire_entry, timer:hrtimer_expire_exit, power:cpu_idle (--explain-all records them)"),
+        "{text}"
+    );
+    assert!(text.contains("          reader "), "{text}");
+    let r = json(&plain);
+    require_tracer(&r);
+    let by_type = &r["explain"]["stats"]["events_by_type"];
+    assert!(by_type.get("hrtimer_entry").is_none(), "{by_type}");
+    assert!(
+        by_type.get("wakeup").is_none(),
+        "one record per wake-up: {by_type}"
+    );
+    let out = run_ok(&[
+        "run",
+        "--quiet",
+        "--explain",
+        "--explain-all",
+        "--duration",
+        "1s",
+        "--json",
+        all.to_str().unwrap(),
+    ]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("not recorded"));
+    let r = json(&all);
+    let events = r["explain"]["tracer"]["events"].as_array().unwrap();
+    for want in ["timer:hrtimer_expire_entry", "power:cpu_idle"] {
+        assert!(events.iter().any(|e| e == want), "{want} in {events:?}");
+    }
+    assert!(r["explain"]["tracer"]["events_left_out"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn explain_all_needs_explain() {
+    let out = xrunlab()
+        .args(["run", "--explain-all", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--explain"));
 }

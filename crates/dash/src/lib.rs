@@ -340,6 +340,9 @@ pub async fn start(
     let app = server::router(state);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(async move {
+        // The connection's socket goes with each request: the trace download widens its send
+        // buffer (see `trace::ConnSocket`).
+        let app = app.into_make_service_with_connect_info::<trace::ConnSocket>();
         let serve = axum::serve(listener, app).with_graceful_shutdown(async {
             let _ = stop_rx.await;
         });

@@ -254,8 +254,13 @@ fn trace_seconds(query: Option<&str>) -> Result<u64, ApiError> {
 }
 
 /// GET /api/trace?seconds=N: the last N seconds as a Chrome JSON trace, as a download. The
-/// engine thread copies what it keeps; the JSON is built on a blocking task.
-async fn get_trace(State(state): State<AppState>, RawQuery(query): RawQuery) -> Response {
+/// engine thread copies what it keeps; a blocking task writes the JSON into the response body
+/// as it builds it (chunked), and the connection's send buffer is widened for it.
+async fn get_trace(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+    request: Request,
+) -> Response {
     let seconds = match trace_seconds(query.as_deref()) {
         Ok(n) => n,
         Err(e) => return error_response(&e),
@@ -264,21 +269,40 @@ async fn get_trace(State(state): State<AppState>, RawQuery(query): RawQuery) -> 
         Ok(s) => s,
         Err(e) => return error_response(&e),
     };
-    let built = match tokio::task::spawn_blocking(move || snapshot.build()).await {
-        Ok(b) => b,
-        Err(e) => {
-            return error_response(&ApiError::failed(
-                500,
-                format!("building the trace failed: {e}"),
-            ))
-        }
-    };
+    if let Some(conn) = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<trace::ConnSocket>>()
+    {
+        // A refusal only leaves the download slower.
+        let _ = conn.0.widen_send_buffer(trace::TRACE_SEND_BUFFER_BYTES);
+    }
+    let covered_seconds = snapshot.covered_seconds();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    let on_failure = tx.clone();
+    let build = tokio::task::spawn_blocking(move || {
+        snapshot
+            .write_to(trace::ChunkWriter::new(tx))
+            .and_then(|mut w| std::io::Write::flush(&mut w).map_err(|e| e.to_string()))
+    });
+    tokio::spawn(async move {
+        // A build that fails midway must not end the body as if it were whole: an error in the
+        // stream makes the server abort the response, and the client sees a broken transfer.
+        let why = match build.await {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e,
+            Err(e) => format!("building the trace failed: {e}"),
+        };
+        let _ = on_failure.send(Err(std::io::Error::other(why))).await;
+    });
+    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
     // RFC 3339 without colons, which some file systems refuse in names.
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now())
         .to_string()
         .replace(':', "-");
     let disposition = format!("attachment; filename=\"xrunlab-trace-{stamp}.json\"");
-    let mut response = built.json.into_response();
+    let mut response = axum::body::Body::from_stream(chunks).into_response();
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -287,7 +311,7 @@ async fn get_trace(State(state): State<AppState>, RawQuery(query): RawQuery) -> 
     if let Ok(v) = HeaderValue::from_str(&disposition) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
-    if let Ok(v) = HeaderValue::from_str(&format!("{:.3}", built.covered_seconds)) {
+    if let Ok(v) = HeaderValue::from_str(&format!("{covered_seconds:.3}")) {
         h.insert("x-xrunlab-trace-seconds", v);
     }
     response

@@ -9,8 +9,12 @@
 //! costs ~200 bytes plus ~60 per audio thread, so the history stays under ~12 MB with 8
 //! threads. The trace says how many seconds it really covers.
 
+use axum::body::Bytes;
 use std::collections::{HashSet, VecDeque};
+use std::io::{self, Write};
 use std::path::Path;
+use tokio::sync::mpsc;
+use xrunlab_engine::explain::counters::{CounterSample, SystemCounters, SAMPLE_EVERY_NS};
 use xrunlab_engine::explain::perfetto::BufferTrace;
 use xrunlab_engine::explain::trace::{PerfettoOptions, PerfettoWriter, Window};
 use xrunlab_engine::explain::Dropout;
@@ -25,19 +29,60 @@ pub(crate) const SECONDS_RANGE: std::ops::RangeInclusive<u64> = 1..=MAX_SECONDS;
 /// Seconds when the request does not say.
 pub(crate) const DEFAULT_SECONDS: u64 = 10;
 
-/// The recent buffers and the audio threads that rendered them.
-#[derive(Debug, Default)]
+/// The recent buffers and the audio threads that rendered them, and the power and frequency
+/// counters sampled once a second meanwhile.
+#[derive(Debug)]
 pub(crate) struct History {
     buffers: VecDeque<BufferReport>,
     /// From when on (CLOCK_MONOTONIC ns) each set of audio threads rendered, oldest first.
     threads: VecDeque<(u64, Vec<ThreadInfo>)>,
+    counters: SystemCounters,
+    /// Counter samples, oldest first, as far back as the buffers.
+    samples: VecDeque<CounterSample>,
+    next_sample_ns: u64,
+}
+
+impl Default for History {
+    /// The live machine's counters, of every online CPU.
+    fn default() -> History {
+        let sys = xrunlab_sys::default_sys_root();
+        let mut cpus = xrunlab_sys::online_cpus(sys);
+        if cpus.is_empty() {
+            cpus = (0..xrunlab_sys::online_cpu_count().max(1)).collect();
+        }
+        History::with_counters(SystemCounters::live(cpus))
+    }
+}
+
+/// The counters of a trace's span and what the trace says about them.
+pub(crate) struct CounterHistory {
+    samples: Vec<CounterSample>,
+    power_label: &'static str,
+    notes: Vec<(&'static str, String)>,
 }
 
 impl History {
-    /// Keeps a copy of `b`, forgetting the oldest beyond the bounds.
+    /// An empty history sampling `counters` (fixture trees in tests).
+    pub(crate) fn with_counters(counters: SystemCounters) -> History {
+        History {
+            buffers: VecDeque::new(),
+            threads: VecDeque::new(),
+            counters,
+            samples: VecDeque::new(),
+            next_sample_ns: 0,
+        }
+    }
+
+    /// Keeps a copy of `b`, forgetting the oldest beyond the bounds; samples the counters when
+    /// a second has passed since the last sample (about 60 samples are kept, a few hundred
+    /// bytes each).
     pub(crate) fn push(&mut self, b: &BufferReport) {
         self.buffers.push_back(b.clone());
         let newest = b.period_start_ns;
+        if newest >= self.next_sample_ns {
+            self.samples.push_back(self.counters.sample(newest));
+            self.next_sample_ns = newest + SAMPLE_EVERY_NS;
+        }
         while self.buffers.len() > MAX_BUFFERS
             || self.buffers.front().is_some_and(|f| {
                 newest.saturating_sub(f.period_start_ns) > MAX_SECONDS * 1_000_000_000
@@ -47,6 +92,9 @@ impl History {
         }
         // Thread sets older than the oldest buffer's are no longer needed (keep the one in use).
         let oldest = self.buffers.front().map_or(newest, |f| f.period_start_ns);
+        while self.samples.front().is_some_and(|s| s.ts_ns < oldest) {
+            self.samples.pop_front();
+        }
         while self.threads.len() > 1 && self.threads[1].0 <= oldest {
             self.threads.pop_front();
         }
@@ -65,6 +113,21 @@ impl History {
             && self.threads[1].0 <= self.buffers.front().map_or(since_ns, |b| b.period_start_ns)
         {
             self.threads.pop_front();
+        }
+    }
+
+    /// The counter samples from `from_ns` on, with the notes for the trace's metadata
+    /// (`kernel_freq` as [`SystemCounters::notes`] takes it).
+    pub(crate) fn counters_since(&self, from_ns: u64, kernel_freq: Option<bool>) -> CounterHistory {
+        CounterHistory {
+            samples: self
+                .samples
+                .iter()
+                .filter(|s| s.ts_ns >= from_ns)
+                .cloned()
+                .collect(),
+            power_label: self.counters.power_label(),
+            notes: self.counters.notes(kernel_freq),
         }
     }
 
@@ -94,19 +157,13 @@ pub(crate) struct TraceSnapshot {
     pub dropouts: Option<Vec<Dropout>>,
     /// The kernel tracer's events in the span and the CPUs traced, or why there are none.
     pub kernel: Result<(Window, Vec<usize>), String>,
-}
-
-/// A built trace.
-pub(crate) struct BuiltTrace {
-    /// The JSON document.
-    pub json: Vec<u8>,
-    /// Seconds of buffers it really covers (less than asked when less is kept).
-    pub covered_seconds: f64,
+    /// Power and frequency counters of the span.
+    pub counters: CounterHistory,
 }
 
 impl TraceSnapshot {
     /// The seconds the kept buffers cover: from the first one in the span to the request.
-    fn covered_seconds(&self) -> f64 {
+    pub(crate) fn covered_seconds(&self) -> f64 {
         self.buffers.first().map_or(0.0, |b| {
             self.to_ns
                 .saturating_sub(b.period_start_ns.max(self.from_ns)) as f64
@@ -114,15 +171,15 @@ impl TraceSnapshot {
         })
     }
 
-    /// The Chrome JSON trace of the snapshot.
-    pub(crate) fn build(self) -> BuiltTrace {
+    /// Writes the Chrome JSON trace of the snapshot to `out` as it is built; returns `out`, or
+    /// the reason writing stopped (the client went away).
+    pub(crate) fn write_to<W: Write>(self, out: W) -> Result<W, String> {
         let covered_seconds = self.covered_seconds();
         let options = PerfettoOptions {
             max_events: None,
             every_nth_buffer: 1,
         };
-        let mut writer =
-            PerfettoWriter::to_writer(Vec::new(), Path::new("GET /api/trace"), options);
+        let mut writer = PerfettoWriter::to_writer(out, Path::new("GET /api/trace"), options);
         writer.other_data("xrunlab_source", "dashboard GET /api/trace".into());
         writer.other_data("xrunlab_version", env!("CARGO_PKG_VERSION").into());
         writer.other_data("xrunlab_requested_seconds", self.seconds.into());
@@ -183,11 +240,124 @@ impl TraceSnapshot {
         if let Ok((window, cpus)) = &self.kernel {
             trace.kernel(&window.events, cpus);
         }
-        let (_, out) = trace.into_writer().finish_into();
-        BuiltTrace {
-            // Writing into a Vec cannot fail.
-            json: out.unwrap_or_default(),
-            covered_seconds,
+        for s in &self.counters.samples {
+            trace.system_counters(s, self.counters.power_label);
+        }
+        trace.counter_notes(self.counters.notes);
+        let (summary, out) = trace.into_writer().finish_into();
+        match (out, summary.warning) {
+            (Some(out), None) => Ok(out),
+            (_, warning) => Err(warning.unwrap_or_else(|| "the trace writer stopped".into())),
+        }
+    }
+}
+
+/// Kernel send buffer asked for on a connection that downloads a trace (the kernel caps it at
+/// `net.core.wmem_max`): the dashboard's connections keep a small one so a stalled page cannot
+/// queue stale telemetry, but a multi-megabyte trace through 32 kB at a time waits on a
+/// scheduler round trip per 32 kB, which on a busy machine made a 10 s trace take seconds.
+pub(crate) const TRACE_SEND_BUFFER_BYTES: i32 = 4 << 20;
+
+/// The socket of the connection a request came in on (recorded at accept, see `lib.rs`), so
+/// the trace download can widen its send buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnSocket(std::os::fd::RawFd);
+
+impl
+    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
+    for ConnSocket
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        use std::os::fd::AsRawFd;
+        ConnSocket(stream.io().as_raw_fd())
+    }
+}
+
+impl ConnSocket {
+    /// Raises this connection's send buffer for a trace download; returns the size the kernel
+    /// granted (it doubles the request for its bookkeeping), or the error.
+    ///
+    /// Call only from the handler of a request that came in on this connection: the server
+    /// owns the socket until the response is written and polls the handler only while the
+    /// connection is open, so the descriptor is this connection's for the whole call.
+    pub(crate) fn widen_send_buffer(self, bytes: i32) -> io::Result<i32> {
+        let value: libc::c_int = bytes;
+        // SAFETY: the descriptor is this request's open TCP socket (see above); `value` is a
+        // c_int that lives across the call and its size is passed.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.0,
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut granted: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: as above; `granted` and `len` are live, writable and of the sizes passed.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.0,
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&mut granted as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(granted)
+    }
+}
+
+/// Bytes handed from the blocking task that writes a trace to the response body, in chunks of
+/// about this size: big enough that the body's stream costs nothing per event, small enough
+/// that the first bytes leave while the rest is being built.
+const CHUNK_BYTES: usize = 256 * 1024;
+
+/// A `Write` on the blocking task that sends the response body to the server in chunks
+/// (`blocking_send` waits while the client is slower than the builder: at most a few chunks are
+/// ever queued). Fails once the response is gone (the client went away).
+pub(crate) struct ChunkWriter {
+    tx: mpsc::Sender<Result<Bytes, io::Error>>,
+    buf: Vec<u8>,
+}
+
+impl ChunkWriter {
+    pub(crate) fn new(tx: mpsc::Sender<Result<Bytes, io::Error>>) -> ChunkWriter {
+        ChunkWriter {
+            tx,
+            buf: Vec::with_capacity(CHUNK_BYTES),
+        }
+    }
+
+    fn send(&mut self) -> io::Result<()> {
+        let chunk = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK_BYTES));
+        self.tx
+            .blocking_send(Ok(Bytes::from(chunk)))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
+    }
+}
+
+impl Write for ChunkWriter {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            self.send()
         }
     }
 }
@@ -219,6 +389,64 @@ mod tests {
             injected_hang_worker: 0,
             threads: Vec::new(),
         }
+    }
+
+    #[test]
+    fn counters_are_sampled_once_a_second_and_kept_as_far_back_as_the_buffers() {
+        // A fixture root with nothing in it: no RAPL, no cpufreq, no stat.
+        let none = std::env::temp_dir().join("xrunlab-dash-no-such-root");
+        let counters = SystemCounters::new(&none, &none, vec![0, 1]);
+        let mut h = History::with_counters(counters);
+        let second = 1_000_000_000;
+        for seq in 0..50 {
+            h.push(&buffer(seq, seq * second / 10));
+        }
+        let all = h.counters_since(0, None);
+        assert_eq!(
+            all.samples.iter().map(|s| s.ts_ns).collect::<Vec<_>>(),
+            [0, second, 2 * second, 3 * second, 4 * second],
+            "one sample per second of buffers"
+        );
+        assert!(all
+            .samples
+            .iter()
+            .all(|s| s.power_w.is_none() && s.freqs_khz.is_empty()));
+        assert_eq!(h.counters_since(2 * second + 1, None).samples.len(), 2);
+        let notes = all.notes;
+        assert_eq!(notes[0].0, "xrunlab_power");
+        assert!(
+            notes[1].1.starts_with("no cpufreq frequency for CPUs 0-1"),
+            "{notes:?}"
+        );
+        // 100 s more: the samples go with the buffers they belong to.
+        for seq in 50..1050 {
+            h.push(&buffer(seq, seq * second / 10));
+        }
+        let kept = h.counters_since(0, None).samples;
+        assert!(
+            (60..=61).contains(&kept.len()),
+            "{} samples kept",
+            kept.len()
+        );
+        let (buffers, _) = h.since(0);
+        assert!(kept[0].ts_ns >= buffers[0].period_start_ns);
+    }
+
+    #[test]
+    fn a_trace_download_widens_its_connections_send_buffer() {
+        use std::os::fd::AsRawFd;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server, _) = listener.accept().unwrap();
+        let conn = ConnSocket(server.as_raw_fd());
+        // What the dashboard's connections start with (doubled by the kernel).
+        let small = conn.widen_send_buffer(32 * 1024).unwrap();
+        let wide = conn.widen_send_buffer(TRACE_SEND_BUFFER_BYTES).unwrap();
+        // The kernel caps the size at net.core.wmem_max (at least 200 kB on common kernels).
+        assert!(
+            wide >= 4 * small,
+            "send buffer {small} -> {wide} bytes after asking for {TRACE_SEND_BUFFER_BYTES}"
+        );
     }
 
     #[test]

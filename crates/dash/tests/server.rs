@@ -125,17 +125,50 @@ async fn send(port: u16, method: &str, path: &str, headers: &[(&str, &str)], bod
         .await
         .unwrap()
         .unwrap();
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(out.len(), |i| i + 4);
+    let head = String::from_utf8_lossy(&out[..split]).trim_end().to_owned();
+    let status = head
         .split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(&out[split..])
+    } else {
+        out[split..].to_vec()
+    };
     Reply {
         status,
-        head: head.to_owned(),
-        body: body.to_owned(),
+        head,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
+/// The body of a chunked HTTP/1.1 response (sizes in hex, each chunk followed by CRLF, a zero
+/// size at the end); panics on a body that stops early, which is what a broken stream is.
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a chunk size line");
+        let size_text = std::str::from_utf8(&raw[..line_end]).unwrap();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap().trim(), 16)
+            .unwrap_or_else(|e| panic!("chunk size {size_text:?}: {e}"));
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            return body;
+        }
+        assert!(raw.len() >= size + 2, "the body stopped inside a chunk");
+        body.extend_from_slice(&raw[..size]);
+        raw = &raw[size + 2..];
     }
 }
 
@@ -1041,8 +1074,35 @@ async fn the_trace_download_has_a_render_per_buffer_and_thread_and_the_stalled_d
         .unwrap();
     // 2.5 s were kept, so the whole 2 s are covered (less at most one period at the start).
     assert!((1.9..=2.0).contains(&covered), "covers {covered} s");
+    assert_eq!(
+        r.header("transfer-encoding"),
+        Some("chunked"),
+        "the trace is streamed as it is built"
+    );
     let doc = json_of(&r.body);
     assert_eq!(doc["otherData"]["xrunlab_requested_seconds"], 2);
+    // Power is measured or labelled as an estimate, and the frequency note says where the
+    // figures come from or why there are none: never left out silently.
+    let power = doc["otherData"]["xrunlab_power"].as_str().unwrap();
+    let power_track = if power.starts_with("RAPL") {
+        "power W (RAPL package)"
+    } else {
+        assert!(power.starts_with("no measured power: estimate"), "{power}");
+        "power W (estimate: process CPU time)"
+    };
+    assert!(
+        trace_events(&doc)
+            .iter()
+            .any(|e| e["ph"] == "C" && e["name"] == power_track),
+        "a {power_track} counter in 2.5 s of samples once a second"
+    );
+    let freq = doc["otherData"]["xrunlab_cpu_frequency"].as_str().unwrap();
+    assert!(
+        freq.starts_with("cpufreq scaling_cur_freq of CPUs")
+            || freq.starts_with("no cpufreq frequency for CPUs"),
+        "{freq}"
+    );
+    assert!(freq.contains("only with explain"), "explain is off: {freq}");
     assert_eq!(
         doc["otherData"]["xrunlab_covered_seconds"].as_f64(),
         Some((covered * 1000.0).round() / 1000.0)

@@ -8,6 +8,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use xrunlab_dsp::Kernel;
+use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
 use xrunlab_engine::{Device, Engine, EngineConfig, Preset};
 
 /// Confirmation steps down at most this many brackets before it gives up (no confirmed count).
@@ -29,6 +30,9 @@ pub struct CapacityParams {
     pub buffers: Vec<u32>,
     /// Presets, each searched at every buffer size.
     pub presets: Vec<Preset>,
+    /// Run every trial with the `--explain` collector on (the kernel tracer and blame cards),
+    /// to measure what it costs; a trial fails when kernel tracing is unavailable.
+    pub explain: bool,
     /// How long a trial must stay dropout-free.
     pub seconds: Duration,
     /// Confirmation runs at the found count.
@@ -54,6 +58,7 @@ impl CapacityParams {
         CapacityParams {
             buffers: vec![64, 128, 256],
             presets: vec![Preset::Standard, Preset::Optimal],
+            explain: false,
             seconds: Duration::from_secs(5),
             repeats: 3,
             latency_sines: 300,
@@ -293,6 +298,8 @@ struct Runner<'a, 'c> {
     open: &'a mut OpenDevice<'c>,
     ctx: &'a Ctx<'a>,
     done: u64,
+    /// Trials run with the explain collector (see [`CapacityParams::explain`]).
+    explain: bool,
 }
 
 impl Runner<'_, '_> {
@@ -312,9 +319,24 @@ impl Runner<'_, '_> {
             c.buffer_frames
         ));
         let device = (self.open)(&mut c).map_err(LabError::Runtime)?;
+        // The tracer starts before the engine, as in `run --explain`.
+        let mut explain = if self.explain {
+            let e = Explainer::start(&audio_cpus(&c), ExplainOptions::default());
+            if let Some(why) = e.unavailable() {
+                return Err(LabError::Runtime(format!(
+                    "trials with the explain collector need kernel tracing: {why}"
+                )));
+            }
+            Some(e)
+        } else {
+            None
+        };
         let mut engine = Engine::start(c, device)
             .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?;
-        let ok = wait(&mut engine, SETTLE, self.ctx, |_| {});
+        if let Some(e) = explain.as_mut() {
+            e.set_threads(&engine.threads());
+        }
+        let ok = wait(&mut engine, SETTLE, self.ctx, &mut explain, |_| {});
         if burst {
             engine.trigger_burst();
         }
@@ -328,13 +350,16 @@ impl Runner<'_, '_> {
             max_load_pct: 0.0,
         };
         let ok = ok
-            && wait(&mut engine, d, self.ctx, |r| {
+            && wait(&mut engine, d, self.ctx, &mut explain, |r| {
                 t.buffers += 1;
                 t.dropouts += u64::from(r.dropout());
                 t.max_load_pct = t.max_load_pct.max(r.load() * 100.0);
             });
         let ended = engine.device_ended();
         engine.stop(|_| {});
+        if let Some(e) = explain.as_mut() {
+            e.finish();
+        }
         if let Some(why) = ended {
             return Err(LabError::Runtime(format!("the device stopped: {why}")));
         }
@@ -344,21 +369,35 @@ impl Runner<'_, '_> {
     }
 }
 
+/// Drains `engine` for `d` (every buffer to `each`, and to the explain collector with its due
+/// cards built after each drain, as `run --explain` does); false when stopped.
 fn wait(
     engine: &mut Engine,
     d: Duration,
     ctx: &Ctx,
+    explain: &mut Option<Explainer>,
     mut each: impl FnMut(&xrunlab_engine::BufferReport),
 ) -> bool {
     let t0 = Instant::now();
+    let mut drain = |engine: &mut Engine| {
+        engine.drain(|r| {
+            if let Some(e) = explain.as_mut() {
+                e.observe(r);
+            }
+            each(r);
+        });
+        if let Some(e) = explain.as_mut() {
+            e.build_due(false);
+        }
+    };
     while t0.elapsed() < d {
         if ctx.stopped() {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20).min(d.saturating_sub(t0.elapsed())));
-        engine.drain(&mut each);
+        drain(engine);
     }
-    engine.drain(&mut each);
+    drain(engine);
     true
 }
 
@@ -406,7 +445,12 @@ pub fn run(
         (p.buffers.len() * p.presets.len()) as u64 * per_point + 4 * p.presets.len() as u64,
         "capacity",
     );
-    let mut runner = Runner { open, ctx, done: 0 };
+    let mut runner = Runner {
+        open,
+        ctx,
+        done: 0,
+        explain: p.explain,
+    };
     let mut points = Vec::new();
     let mut latency = Vec::new();
     let mut stopped_early = false;
@@ -436,6 +480,32 @@ pub fn run(
         latency,
         stopped_early,
     })
+}
+
+/// VoiceMark at one buffer size and preset only (no LatencyMark; a burst search when
+/// `burst_load_pct` > 0), searched up to the ceiling that `core_sines` (see [`core_sines`])
+/// sets: what `bench explain` compares with and without the explain collector, with one
+/// `core_sines` for both so the two searches try the same counts. `None` when stopped.
+pub fn voicemark_at(
+    p: &CapacityParams,
+    preset: Preset,
+    buffer: u32,
+    core: f64,
+    open: &mut OpenDevice,
+    ctx: &Ctx,
+) -> Result<Option<CapacityPoint>, LabError> {
+    p.validate()?;
+    let steps = (p.resolution.max(2) as f64).log2().ceil() as u64 + 1;
+    start_progress(ctx, steps + p.repeats as u64, "capacity");
+    let mut runner = Runner {
+        open,
+        ctx,
+        done: 0,
+        explain: p.explain,
+    };
+    let point = voicemark(p, preset, buffer, core, &mut runner);
+    ctx.progress.finish_and_clear();
+    point
 }
 
 fn voicemark(

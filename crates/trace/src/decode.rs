@@ -16,21 +16,33 @@ pub struct EventSpec {
     pub name: &'static str,
     /// Whether the tracer refuses to start without it.
     pub required: bool,
+    /// Recorded only when asked for ([`crate::TraceOptions::extra_events`]): no blame card
+    /// uses it, and it costs the audio CPUs time in every event the kernel writes.
+    pub opt_in: bool,
 }
 
-/// The events a blame card needs (required) and those used where the kernel has them.
+/// The events a blame card needs (required), those used where the kernel has them, and the
+/// opt-in ones that only the Perfetto trace shows (hrtimer expiry, idle states).
+///
+/// Cost decides what is here: every event is written by the kernel on the audio CPU where it
+/// happens, often inside an audio thread's render. Of a wake-up, only `sched_waking` is
+/// recorded: it is made by the waker (so the card can tell an audio thread's wake-up from an
+/// interrupt's), at the moment the wake-up was asked for, and a move to another run queue
+/// follows as `sched_migrate_task`; `sched_wakeup` would repeat it for every wake-up. hrtimer
+/// expiry (a fifth to a third of all events on an audio run) and `cpu_idle` (another 4-15 %)
+/// are opt-in: the cards do not use them, and the Perfetto trace shows them only when they were
+/// recorded.
 pub const EVENTS: &[EventSpec] = &[
     spec("sched", "sched_switch", true),
     spec("sched", "sched_waking", true),
-    spec("sched", "sched_wakeup", true),
     spec("sched", "sched_migrate_task", true),
     spec("irq", "irq_handler_entry", true),
     spec("irq", "irq_handler_exit", true),
     spec("irq", "softirq_entry", true),
     spec("irq", "softirq_exit", true),
-    spec("timer", "hrtimer_expire_entry", false),
-    spec("timer", "hrtimer_expire_exit", false),
-    spec("power", "cpu_idle", false),
+    opt_in("timer", "hrtimer_expire_entry"),
+    opt_in("timer", "hrtimer_expire_exit"),
+    opt_in("power", "cpu_idle"),
     spec("power", "cpu_frequency", false),
 ];
 
@@ -39,6 +51,16 @@ const fn spec(system: &'static str, name: &'static str, required: bool) -> Event
         system,
         name,
         required,
+        opt_in: false,
+    }
+}
+
+const fn opt_in(system: &'static str, name: &'static str) -> EventSpec {
+    EventSpec {
+        system,
+        name,
+        required: false,
+        opt_in: true,
     }
 }
 

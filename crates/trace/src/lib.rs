@@ -36,10 +36,14 @@
 //! field offsets. [`Tracer::start`] mounts tracefs when it is missing and, when tracing is
 //! impossible, returns a [`TraceUnavailable`] whose text says exactly why.
 //!
-//! Cost, measured with `examples/capture.rs` on the 2-core development VM: the reader thread
-//! spends 0.3-0.5 µs of CPU per event, about 1-2 % of one CPU at the 20-50 k events/s of a
-//! 1,000-sine run, and no events were lost with the default 1 MiB ring per CPU. Start the tracer
-//! from a non-real-time thread: its reader inherits the caller's scheduling policy.
+//! Cost: the kernel writes each event on the CPU where it happens, often inside an audio
+//! thread's render, so [`EVENTS`] holds only what a card needs (one record per wake-up; hrtimer
+//! expiry and idle states are opt-in, [`TraceOptions::extra_events`]), and samples carry only the raw record and its
+//! time. Measured with `xrunlab bench explain` on the 2-core development VM at 1,000 sines:
+//! 2.4-6 k events/s, the reader thread 0.3-0.6 % of one CPU, about 1.1 µs of kernel time per
+//! recorded event, no events lost with the default 1 MiB ring per CPU. The reader pins itself off the traced CPUs when the process may use
+//! another ([`TraceInfo::reader_placement`]). Start the tracer from a non-real-time thread: its
+//! reader inherits the caller's scheduling policy.
 //!
 //! # Using it from a run
 //!

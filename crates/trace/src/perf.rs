@@ -29,7 +29,9 @@ fn builder_for(id: u16, cpu: usize, ring_bytes: usize) -> Builder<'static> {
         .any_pid()
         // Tracepoints fire in kernel mode; excluding the kernel would filter every sample.
         .exclude_kernel(false)
-        .sample(SampleFlag::RAW | SampleFlag::TIME | SampleFlag::CPU | SampleFlag::TID)
+        // RAW carries the task ids (`common_pid`) and each ring is one CPU's: nothing else is
+        // needed, and every byte less is less for the kernel to write on the audio CPU.
+        .sample(SampleFlag::RAW | SampleFlag::TIME)
         .sample_period(1)
         // The engine's timestamps are CLOCK_MONOTONIC; the events must line up with them.
         .clockid(Clock::MONOTONIC)
@@ -129,8 +131,7 @@ impl CpuRing {
                         continue;
                     };
                     last_ts = ts;
-                    let on_cpu = sample.cpu().map(|c| c as u16).unwrap_or(cpu);
-                    if let Some(ev) = decoder.decode(raw, ts, on_cpu) {
+                    if let Some(ev) = decoder.decode(raw, ts, cpu) {
                         out.push(ev);
                     }
                 }

@@ -69,6 +69,7 @@ struct KernelTracks {
     running: HashMap<u16, (u64, String, i32, i32)>,
     irq: HashMap<u16, (u64, String, i32)>,
     softirq: HashMap<u16, (u64, u32)>,
+    hrtimer: HashMap<u16, (u64, u64)>,
 }
 
 /// Streams trace events to a file (or, with [`PerfettoWriter::to_writer`], any `Write`, e.g.
@@ -248,7 +249,8 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     /// Kernel tracks for `cpus`: who ran on each CPU (one slice per task run, named
-    /// `comm (tid)`) and IRQ/softirq slices, from tracer events in time order. State carries
+    /// `comm (tid)`) and IRQ/softirq slices (and, when they were recorded, hrtimer expiry
+    /// slices and an idle-state counter per CPU), from tracer events in time order. State carries
     /// over between calls, so pass each event once.
     pub fn kernel_events(&mut self, events: &[TraceEvent], cpus: &[usize]) {
         for e in events {
@@ -311,6 +313,35 @@ impl<W: Write> PerfettoWriter<W> {
                             json!({"vec": vec}),
                         );
                     }
+                }
+                EventKind::HrtimerEntry { function } => {
+                    self.kernel.hrtimer.insert(e.cpu, (e.ts_ns, *function));
+                }
+                EventKind::HrtimerExit => {
+                    if let Some((since, function)) = self.kernel.hrtimer.remove(&e.cpu) {
+                        self.slice(
+                            irq_track,
+                            "hrtimer",
+                            "hrtimer",
+                            since,
+                            e.ts_ns.saturating_sub(since),
+                            json!({"function": format!("{function:#x}")}),
+                        );
+                    }
+                }
+                EventKind::CpuIdle { state } => {
+                    // The kernel's "left idle" is state -1 (u32::MAX as recorded).
+                    let value = if *state == u32::MAX {
+                        -1.0
+                    } else {
+                        f64::from(*state)
+                    };
+                    self.counter(
+                        KERNEL_PID,
+                        &format!("CPU {} idle state", e.cpu),
+                        e.ts_ns,
+                        &[("state", value)],
+                    );
                 }
                 EventKind::Lost { count } => {
                     self.instant(

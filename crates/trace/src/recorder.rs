@@ -29,6 +29,10 @@ pub struct TraceOptions {
     pub ring_kib_per_cpu: usize,
     /// How often the reader drains the rings, in ms.
     pub poll_ms: u64,
+    /// Also record the events no card uses (hrtimer expiry, `power:cpu_idle`): shown in the
+    /// Perfetto trace, and a quarter to a half of all events on an audio run, so off by default
+    /// (see [`crate::EVENTS`]).
+    pub extra_events: bool,
 }
 
 impl Default for TraceOptions {
@@ -39,6 +43,7 @@ impl Default for TraceOptions {
             max_events: 200_000,
             ring_kib_per_cpu: 1024,
             poll_ms: 10,
+            extra_events: false,
         }
     }
 }
@@ -60,6 +65,10 @@ pub struct TraceInfo {
     pub events: Vec<String>,
     /// Optional events this kernel lacks.
     pub missing_optional_events: Vec<String>,
+    /// Opt-in events not recorded because they were not asked for (hrtimer expiry, cpu_idle).
+    pub events_left_out: Vec<String>,
+    /// Where the reader thread runs: off the traced CPUs when the process may use another.
+    pub reader_placement: String,
     /// Rolling window length, ms.
     pub window_ms: u64,
     /// Event cap of the window.
@@ -272,7 +281,7 @@ impl Tracer {
                 ),
             });
         }
-        let prepared = prepare(&options.roots)?;
+        let prepared = prepare(&options.roots, options.extra_events)?;
         let formats: Vec<_> = prepared.formats.iter().map(|(_, f)| f.clone()).collect();
         let decoder = Decoder::new(&formats).map_err(|reason| TraceUnavailable::MissingEvent {
             event: "format".into(),
@@ -295,7 +304,8 @@ impl Tracer {
                 reason: format!("enabling the events failed: {e}"),
             })?;
         }
-        let info = TraceInfo {
+        let (reader_cpus, reader_placement) = reader_cpus(cpus);
+        let mut info = TraceInfo {
             backend: "perf_event_open tracepoints (one ring per CPU)".into(),
             clock: "CLOCK_MONOTONIC".into(),
             tracefs: prepared.tracefs.clone(),
@@ -307,10 +317,13 @@ impl Tracer {
                 .map(|(s, _)| format!("{}:{}", s.system, s.name))
                 .collect(),
             missing_optional_events: prepared.missing_optional.clone(),
+            events_left_out: prepared.left_out.clone(),
+            reader_placement: String::new(),
             window_ms: options.window_ms,
             max_events: options.max_events,
             ring_kib_per_cpu: ring_bytes / 1024,
         };
+        info.reader_placement = reader_placement;
         let started_ns = now_ns();
         let shared = Arc::new(Shared {
             window: Mutex::new(WindowState::new()),
@@ -325,6 +338,7 @@ impl Tracer {
             window_ns: options.window_ms * 1_000_000,
             max_events: options.max_events.max(1),
             poll: Duration::from_millis(options.poll_ms.max(1)),
+            cpus: reader_cpus,
         };
         let handle = std::thread::Builder::new()
             .name("xrl-trace".into())
@@ -452,6 +466,30 @@ fn lost_overlapping(events: &VecDeque<TraceEvent>, t0: u64, t1: u64) -> u64 {
             .sum::<u64>()
 }
 
+/// The CPUs the reader thread should run on: those this thread may use that are not traced,
+/// so its draining and decoding take no time from the audio CPUs; `None` (with the reason)
+/// when every allowed CPU is traced.
+fn reader_cpus(traced: &[usize]) -> (Option<Vec<usize>>, String) {
+    let allowed = xrunlab_sys::sched::allowed_cpus().unwrap_or_default();
+    let off: Vec<usize> = allowed
+        .iter()
+        .copied()
+        .filter(|c| !traced.contains(c))
+        .collect();
+    if off.is_empty() {
+        let text = "on the audio CPUs (every CPU this process may use is traced), \
+                    SCHED_OTHER: below the real-time audio threads"
+            .to_owned();
+        (None, text)
+    } else {
+        let text = format!(
+            "pinned to CPUs {} (off the traced CPUs)",
+            xrunlab_sys::format_cpu_list(&off)
+        );
+        (Some(off), text)
+    }
+}
+
 struct Reader {
     shared: Arc<Shared>,
     rings: Vec<CpuRing>,
@@ -459,10 +497,20 @@ struct Reader {
     window_ns: u64,
     max_events: usize,
     poll: Duration,
+    /// CPUs to pin to, off the traced ones (see [`reader_cpus`]).
+    cpus: Option<Vec<usize>>,
 }
 
 impl Reader {
     fn run(mut self) {
+        if let Some(cpus) = self.cpus.take() {
+            // A refusal (a cpuset that changed meanwhile) leaves the inherited affinity, which
+            // costs only where the reader runs.
+            let _ = xrunlab_sys::apply_to_current_thread(&xrunlab_sys::RtRequest {
+                cpus: Some(cpus),
+                ..xrunlab_sys::RtRequest::default()
+            });
+        }
         let mut batch = Vec::new();
         loop {
             let stopping = self.shared.stop.load(Ordering::Acquire);

@@ -121,6 +121,8 @@ pub struct Prepared {
     pub formats: Vec<(EventSpec, EventFormat)>,
     /// Optional events this kernel lacks, as `system:name`.
     pub missing_optional: Vec<String>,
+    /// Opt-in events not asked for, as `system:name`.
+    pub left_out: Vec<String>,
 }
 
 pub(crate) fn euid() -> u32 {
@@ -128,14 +130,20 @@ pub(crate) fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Checks lockdown, finds or mounts tracefs and reads the formats of [`EVENTS`].
-pub fn prepare(roots: &Roots) -> Result<Prepared, TraceUnavailable> {
+/// Checks lockdown, finds or mounts tracefs and reads the formats of [`EVENTS`] (the opt-in
+/// ones only with `opt_in`).
+pub fn prepare(roots: &Roots, opt_in: bool) -> Result<Prepared, TraceUnavailable> {
     check_lockdown(&roots.sys_root)?;
     let (tracefs, mounted_by_us) = locate_tracefs(roots)?;
     let mut formats = Vec::new();
     let mut missing_optional = Vec::new();
+    let mut left_out = Vec::new();
     for spec in EVENTS {
         let name = format!("{}:{}", spec.system, spec.name);
+        if spec.opt_in && !opt_in {
+            left_out.push(name);
+            continue;
+        }
         let path = tracefs
             .join("events")
             .join(spec.system)
@@ -168,6 +176,7 @@ pub fn prepare(roots: &Roots) -> Result<Prepared, TraceUnavailable> {
         mounted_by_us,
         formats,
         missing_optional,
+        left_out,
     })
 }
 
@@ -333,7 +342,7 @@ mod tests {
         fx.write("proc/filesystems", "nodev\tsysfs\nnodev\tproc\n\text4\n");
         fx.write("proc/mounts", "proc /proc proc rw 0 0\n");
         std::fs::create_dir_all(fx.0.join("sys/kernel/tracing")).unwrap();
-        let err = prepare(&fx.roots()).unwrap_err();
+        let err = prepare(&fx.roots(), false).unwrap_err();
         assert!(matches!(err, TraceUnavailable::NoTracefs { .. }), "{err:?}");
         let text = err.to_string();
         assert!(text.contains("this kernel has no tracefs"), "{text}");
@@ -347,7 +356,7 @@ mod tests {
             "sys/kernel/security/lockdown",
             "none integrity [confidentiality]\n",
         );
-        let err = prepare(&fx.roots()).unwrap_err();
+        let err = prepare(&fx.roots(), false).unwrap_err();
         assert_eq!(
             err,
             TraceUnavailable::LockedDown {
@@ -363,7 +372,7 @@ mod tests {
         fx.write("proc/filesystems", "nodev\ttracefs\n");
         let mut roots = fx.roots();
         roots.mount_if_needed = false;
-        let err = prepare(&roots).unwrap_err().to_string();
+        let err = prepare(&roots, false).unwrap_err().to_string();
         assert!(err.contains("mount -t tracefs nodev"), "{err}");
     }
 
@@ -383,7 +392,7 @@ mod tests {
         }
         let mut roots = fx.roots();
         roots.tracefs = Some(tfs);
-        let err = prepare(&roots).unwrap_err();
+        let err = prepare(&roots, false).unwrap_err();
         match err {
             TraceUnavailable::MissingEvent { event, reason } => {
                 assert_eq!(event, "sched:sched_waking");
@@ -396,13 +405,26 @@ mod tests {
             "tracefs/events/sched/sched_waking/format",
             &crate::decode::tests::SWITCH.replace("sched_switch", "sched_waking"),
         );
-        let ok = prepare(&roots).unwrap();
+        let ok = prepare(&roots, false).unwrap();
         assert_eq!(
             ok.formats.len(),
             EVENTS.iter().filter(|s| s.required).count()
         );
+        assert_eq!(ok.missing_optional, ["power:cpu_frequency"]);
         assert_eq!(
-            ok.missing_optional,
+            ok.left_out,
+            [
+                "timer:hrtimer_expire_entry",
+                "timer:hrtimer_expire_exit",
+                "power:cpu_idle"
+            ],
+            "hrtimer expiry and idle states are left out unless asked for"
+        );
+        // Asked for, the opt-in events this fixture lacks are missing like optional ones.
+        let with_extra = prepare(&roots, true).unwrap();
+        assert!(with_extra.left_out.is_empty());
+        assert_eq!(
+            with_extra.missing_optional,
             [
                 "timer:hrtimer_expire_entry",
                 "timer:hrtimer_expire_exit",

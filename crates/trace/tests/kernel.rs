@@ -281,6 +281,104 @@ fn event_times_are_clock_monotonic_like_the_engine() {
     assert!(stats.events_by_type.get("switch").copied().unwrap_or(0) > 0);
 }
 
+/// The `Cpus_allowed_list` of this process's thread named `name`, from procfs.
+fn thread_cpus(name: &str) -> Option<String> {
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        if status.lines().any(|l| l == format!("Name:\t{name}")) {
+            return status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:\t"))
+                .map(str::to_owned);
+        }
+    }
+    None
+}
+
+#[test]
+#[ignore = "needs root and tracefs: system-wide perf tracepoints"]
+fn the_reader_runs_off_the_traced_cpu_and_only_the_needed_events_are_recorded() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let allowed = xrunlab_sys::sched::allowed_cpus().expect("sched_getaffinity");
+    assert!(
+        allowed.contains(&0) && allowed.contains(&AUDIO_CPU),
+        "needs CPUs 0 and {AUDIO_CPU} (the machine has 2); allowed: {allowed:?}"
+    );
+    let tracer = Tracer::start(&[AUDIO_CPU], &TraceOptions::default()).expect("tracing starts");
+    let info = tracer.info().clone();
+    // The reader pins itself when it starts; give it a moment.
+    std::thread::sleep(Duration::from_millis(50));
+    let reader_cpus = thread_cpus("xrl-trace");
+    drop(tracer);
+    assert!(
+        info.reader_placement.starts_with("pinned to CPUs 0"),
+        "{}",
+        info.reader_placement
+    );
+    let want = if allowed.len() == 2 {
+        "0".to_owned()
+    } else {
+        xrunlab_sys::format_cpu_list(
+            &allowed
+                .iter()
+                .copied()
+                .filter(|&c| c != AUDIO_CPU)
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        reader_cpus.as_deref(),
+        Some(want.as_str()),
+        "the reader thread's affinity in procfs"
+    );
+    // One record per wake-up (sched_waking), no hrtimer expiry or idle states unless asked for.
+    assert!(info.events.iter().any(|e| e == "sched:sched_waking"));
+    assert!(!info.events.iter().any(|e| e == "sched:sched_wakeup"));
+    assert!(!info.events.iter().any(|e| e.starts_with("timer:")));
+    assert!(!info.events.iter().any(|e| e == "power:cpu_idle"));
+    assert_eq!(
+        info.events_left_out,
+        [
+            "timer:hrtimer_expire_entry",
+            "timer:hrtimer_expire_exit",
+            "power:cpu_idle"
+        ]
+    );
+    let timers = Tracer::start(
+        &[AUDIO_CPU],
+        &TraceOptions {
+            extra_events: true,
+            ..TraceOptions::default()
+        },
+    )
+    .expect("tracing starts");
+    // Timer expiries on the traced CPU: a pinned thread's 1 ms sleeps, each ended by an hrtimer.
+    std::thread::spawn(|| {
+        let report = apply_to_current_thread(&RtRequest {
+            cpus: Some(vec![AUDIO_CPU]),
+            ..RtRequest::default()
+        });
+        assert!(report.affinity.took_effect(), "{report:?}");
+        for _ in 0..50 {
+            sleep_until(now_ns() + 1_000_000);
+            spin_until(now_ns() + 100_000);
+        }
+    })
+    .join()
+    .unwrap();
+    let stats = timers.stop();
+    assert!(
+        stats
+            .events_by_type
+            .get("hrtimer_entry")
+            .copied()
+            .unwrap_or(0)
+            > 0,
+        "asked for, hrtimer expiry is recorded (50 timed sleeps on the traced CPU): {:?}",
+        stats.events_by_type
+    );
+}
+
 #[test]
 #[ignore = "needs root and tracefs: system-wide perf tracepoints"]
 fn loopback_traffic_in_the_render_shows_as_net_rx_softirq_time() {

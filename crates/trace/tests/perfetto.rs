@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use xrunlab_trace::perfetto::{cpu_track, KERNEL_PID};
+use xrunlab_trace::perfetto::{cpu_track, irq_track, KERNEL_PID};
 use xrunlab_trace::{Comm, EventKind, PerfettoOptions, PerfettoWriter, TraceEvent, Track};
 
 fn temp(name: &str) -> PathBuf {
@@ -175,6 +175,29 @@ fn kernel_events_become_per_cpu_task_and_interrupt_slices() {
             cpu: 1,
             kind: EventKind::SoftirqExit { vec: 3 },
         },
+        // hrtimer expiry, when it was recorded (--explain-all).
+        TraceEvent {
+            ts_ns: 2_000,
+            cpu: 1,
+            kind: EventKind::HrtimerEntry {
+                function: 0xffff_ffff_8100_0000,
+            },
+        },
+        TraceEvent {
+            ts_ns: 2_300,
+            cpu: 1,
+            kind: EventKind::HrtimerExit,
+        },
+        TraceEvent {
+            ts_ns: 2_400,
+            cpu: 1,
+            kind: EventKind::CpuIdle { state: 1 },
+        },
+        TraceEvent {
+            ts_ns: 2_900,
+            cpu: 1,
+            kind: EventKind::CpuIdle { state: u32::MAX },
+        },
         switch(21_000, 1, "worker", 100),
         switch(22_000, 0, "other-cpu", 5),
         switch(23_000, 0, "other-cpu2", 6),
@@ -183,7 +206,7 @@ fn kernel_events_become_per_cpu_task_and_interrupt_slices() {
     assert!(w.finish().complete);
     let (events, _) = events_of(&path);
     let slices: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
-    assert_eq!(slices.len(), 2, "{slices:?}");
+    assert_eq!(slices.len(), 3, "{slices:?}");
     let hog = slices.iter().find(|e| e["cat"] == "sched").unwrap();
     assert_eq!(hog["name"], "xrl-hog (4711)");
     assert_eq!(hog["pid"], KERNEL_PID);
@@ -191,6 +214,16 @@ fn kernel_events_become_per_cpu_task_and_interrupt_slices() {
     assert_eq!(hog["dur"].as_f64().unwrap(), 20.0);
     let soft = slices.iter().find(|e| e["cat"] == "softirq").unwrap();
     assert_eq!(soft["name"], "softirq NET_RX");
+    let timer = slices.iter().find(|e| e["cat"] == "hrtimer").unwrap();
+    assert_eq!(timer["tid"], irq_track(1).tid);
+    assert_eq!(timer["dur"].as_f64().unwrap(), 0.3);
+    assert_eq!(timer["args"]["function"], "0xffffffff81000000");
+    let idle: Vec<f64> = events
+        .iter()
+        .filter(|e| e["ph"] == "C" && e["name"] == "CPU 1 idle state")
+        .map(|e| e["args"]["state"].as_f64().unwrap())
+        .collect();
+    assert_eq!(idle, [1.0, -1.0], "entering C1, then leaving idle");
     assert!(events
         .iter()
         .any(|e| e["ph"] == "M" && e["args"]["name"] == "CPU 1"));

@@ -63,6 +63,10 @@ impl Owner {
             threads,
             dropouts,
             kernel,
+            counters: self.history.counters_since(
+                from_ns,
+                self.explain.as_ref().and_then(|e| e.traces_cpu_frequency()),
+            ),
         }
     }
 

@@ -12,7 +12,7 @@ const AREA: Area = Area::Tracing;
 /// The tracepoints xrunlab's trace blames late buffers with, as `group/event`.
 pub const EVENTS: [&str; 7] = [
     "sched/sched_switch",
-    "sched/sched_wakeup",
+    "sched/sched_migrate_task",
     "sched/sched_waking",
     "irq/irq_handler_entry",
     "irq/irq_handler_exit",

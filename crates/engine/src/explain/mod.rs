@@ -15,6 +15,7 @@
 //! (each card copies ~25 ms of kernel events), so an overloaded run that drops every buffer
 //! costs bounded time; the dropouts beyond that are listed without a card, saying why.
 
+pub mod counters;
 pub mod medians;
 pub mod perfetto;
 
@@ -256,6 +257,14 @@ impl Explainer {
     /// The running tracer (for streaming its events into a trace file).
     pub fn tracer(&self) -> Option<&Tracer> {
         self.tracer.as_ref()
+    }
+
+    /// Whether the tracer records the kernel's `power:cpu_frequency` events (`None`: no tracer
+    /// runs), for the trace's note on where frequencies come from.
+    pub fn traces_cpu_frequency(&self) -> Option<bool> {
+        self.info
+            .as_ref()
+            .map(|i| i.events.iter().any(|e| e == "power:cpu_frequency"))
     }
 
     /// The CPUs traced.
