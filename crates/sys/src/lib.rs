@@ -70,42 +70,6 @@ pub(crate) fn read_parsed<T: std::str::FromStr>(path: &Path) -> Option<T> {
 
 #[cfg(test)]
 pub(crate) mod testutil {
-    //! Fixture trees for tests: a unique directory under the system temp dir, removed on drop.
-
-    use std::path::{Path, PathBuf};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-    pub struct Fixture {
-        root: PathBuf,
-    }
-
-    impl Fixture {
-        pub fn new(name: &str) -> Fixture {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let root =
-                std::env::temp_dir().join(format!("xrunlab-sys-{name}-{}-{n}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&root);
-            std::fs::create_dir_all(&root).unwrap();
-            Fixture { root }
-        }
-
-        pub fn path(&self) -> &Path {
-            &self.root
-        }
-
-        pub fn write(&self, rel: &str, contents: &str) -> &Fixture {
-            let p = self.root.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, contents).unwrap();
-            self
-        }
-    }
-
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.root);
-        }
-    }
+    //! Fixture trees for tests: the shared test kit's, under the name these tests use.
+    pub use xrunlab_testkit::FixtureTree as Fixture;
 }

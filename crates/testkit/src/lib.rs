@@ -1,4 +1,4 @@
-//! Test support shared by xrunlab's kernel tracing tests (the trace crate's and the binary's): a forked child that hogs one CPU at SCHED_FIFO, and reaping it; runs on test threads.
+//! Test support shared by xrunlab's tests: a forked child that hogs one CPU at SCHED_FIFO and reaping it (the kernel tracing tests), and fixture trees for tests that read /proc, /sys or tracefs files; runs on test threads.
 #![deny(missing_docs)]
 
 use std::ffi::CStr;
@@ -81,4 +81,44 @@ pub fn reap(pid: i32) -> i32 {
     let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
     assert_eq!(rc, pid, "waitpid({pid})");
     status
+}
+
+/// A fixture tree for tests that read /proc, /sys or tracefs files: a directory of its own
+/// under the system temp dir (unique per process and tree), removed when dropped.
+pub struct FixtureTree {
+    root: std::path::PathBuf,
+}
+
+impl FixtureTree {
+    /// An empty tree; `name` tells trees apart in the temp dir.
+    pub fn new(name: &str) -> FixtureTree {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let root =
+            std::env::temp_dir().join(format!("xrunlab-fixture-{name}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).expect("creating a fixture tree in the temp dir");
+        FixtureTree { root }
+    }
+
+    /// The tree's root.
+    pub fn path(&self) -> &std::path::Path {
+        &self.root
+    }
+
+    /// Writes `contents` to `rel` under the root, creating its directories.
+    pub fn write(&self, rel: &str, contents: &str) -> &FixtureTree {
+        let p = self.root.join(rel);
+        std::fs::create_dir_all(p.parent().expect("a file path has a parent"))
+            .expect("creating fixture directories");
+        std::fs::write(&p, contents).expect("writing a fixture file");
+        self
+    }
+}
+
+impl Drop for FixtureTree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
 }

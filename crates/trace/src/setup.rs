@@ -308,31 +308,14 @@ pub(crate) fn perf_paranoid(proc_root: &Path) -> Option<i32> {
 mod tests {
     use super::*;
 
-    struct Fixture(PathBuf);
-    impl Fixture {
-        fn new(name: &str) -> Fixture {
-            let p = std::env::temp_dir().join(format!("xrl-trace-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Fixture(p)
-        }
-        fn write(&self, rel: &str, text: &str) {
-            let p = self.0.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        fn roots(&self) -> Roots {
-            Roots {
-                proc_root: self.0.join("proc"),
-                sys_root: self.0.join("sys"),
-                tracefs: None,
-                mount_if_needed: true,
-            }
-        }
-    }
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+    use xrunlab_testkit::FixtureTree as Fixture;
+
+    fn roots(fx: &Fixture) -> Roots {
+        Roots {
+            proc_root: fx.path().join("proc"),
+            sys_root: fx.path().join("sys"),
+            tracefs: None,
+            mount_if_needed: true,
         }
     }
 
@@ -341,8 +324,8 @@ mod tests {
         let fx = Fixture::new("notracefs");
         fx.write("proc/filesystems", "nodev\tsysfs\nnodev\tproc\n\text4\n");
         fx.write("proc/mounts", "proc /proc proc rw 0 0\n");
-        std::fs::create_dir_all(fx.0.join("sys/kernel/tracing")).unwrap();
-        let err = prepare(&fx.roots(), false).unwrap_err();
+        std::fs::create_dir_all(fx.path().join("sys/kernel/tracing")).unwrap();
+        let err = prepare(&roots(&fx), false).unwrap_err();
         assert!(matches!(err, TraceUnavailable::NoTracefs { .. }), "{err:?}");
         let text = err.to_string();
         assert!(text.contains("this kernel has no tracefs"), "{text}");
@@ -356,7 +339,7 @@ mod tests {
             "sys/kernel/security/lockdown",
             "none integrity [confidentiality]\n",
         );
-        let err = prepare(&fx.roots(), false).unwrap_err();
+        let err = prepare(&roots(&fx), false).unwrap_err();
         assert_eq!(
             err,
             TraceUnavailable::LockedDown {
@@ -370,7 +353,7 @@ mod tests {
     fn unmounted_tracefs_without_permission_to_mount_says_how_to_mount() {
         let fx = Fixture::new("nomount");
         fx.write("proc/filesystems", "nodev\ttracefs\n");
-        let mut roots = fx.roots();
+        let mut roots = roots(&fx);
         roots.mount_if_needed = false;
         let err = prepare(&roots, false).unwrap_err().to_string();
         assert!(err.contains("mount -t tracefs nodev"), "{err}");
@@ -379,7 +362,7 @@ mod tests {
     #[test]
     fn a_missing_required_event_is_named_and_optional_ones_are_listed() {
         let fx = Fixture::new("events");
-        let tfs = fx.0.join("tracefs");
+        let tfs = fx.path().join("tracefs");
         for spec in EVENTS
             .iter()
             .filter(|s| s.required && s.name != "sched_waking")
@@ -390,7 +373,7 @@ mod tests {
                 &format,
             );
         }
-        let mut roots = fx.roots();
+        let mut roots = roots(&fx);
         roots.tracefs = Some(tfs);
         let err = prepare(&roots, false).unwrap_err();
         match err {

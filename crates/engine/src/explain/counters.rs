@@ -176,26 +176,7 @@ mod tests {
     use super::*;
     use xrunlab_trace::{PerfettoOptions, PerfettoWriter};
 
-    struct Fixture(PathBuf);
-    impl Fixture {
-        fn new(name: &str) -> Fixture {
-            let p = std::env::temp_dir()
-                .join(format!("xrunlab-counters-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
-            Fixture(p)
-        }
-        fn write(&self, rel: &str, text: &str) {
-            let p = self.0.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-    }
-    impl Drop for Fixture {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use xrunlab_testkit::FixtureTree as Fixture;
 
     /// A process stat line (52 fields) with `utime` and `stime` ticks (fields 14 and 15).
     fn stat(utime: u64, stime: u64) -> String {
@@ -234,7 +215,8 @@ mod tests {
             "sys/devices/system/cpu/cpu1/cpufreq/scaling_cur_freq",
             "800000\n",
         );
-        let mut c = SystemCounters::new(&fx.0.join("sys"), &fx.0.join("proc"), vec![0, 1]);
+        let mut c =
+            SystemCounters::new(&fx.path().join("sys"), &fx.path().join("proc"), vec![0, 1]);
         assert_eq!(c.power_label(), "power W (RAPL package)");
         let first = c.sample(1_000_000_000);
         assert_eq!(first.power_w, None, "power needs two readings");
@@ -287,7 +269,8 @@ mod tests {
         let fx = Fixture::new("none");
         fx.write("sys/devices/system/cpu/online", "0-1\n");
         fx.write("proc/self/stat", &stat(100, 0));
-        let mut c = SystemCounters::new(&fx.0.join("sys"), &fx.0.join("proc"), vec![0, 1]);
+        let mut c =
+            SystemCounters::new(&fx.path().join("sys"), &fx.path().join("proc"), vec![0, 1]);
         assert_eq!(c.power_label(), "power W (estimate: process CPU time)");
         let first = c.sample(1);
         fx.write("proc/self/stat", &stat(200, 50));
