@@ -89,6 +89,10 @@ pub struct DashboardArgs {
     /// scheduler and interrupt events (needs root; the page's checkbox turns it on and off).
     #[arg(long)]
     pub explain: bool,
+    /// Whenever "Explain dropouts" is on, also record the kernel events no blame card uses,
+    /// hrtimer expiry and idle states, shown in the saved trace (as `run --explain-all`).
+    #[arg(long)]
+    pub explain_all: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -56,6 +56,7 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         fault,
         access,
         explain: args.explain,
+        explain_all: args.explain_all,
     };
     xrunlab_dash::serve(opts, engine, factory, devices::available())
         .map_err(|e: DashError| Failure::Runtime(e.to_string()))

@@ -61,6 +61,9 @@ pub struct DashOptions {
     /// Start with "Explain dropouts" on (`--explain`); pages can change it through
     /// `PUT /api/explain`.
     pub explain: bool,
+    /// Whenever explaining, also record hrtimer expiry and idle states (`--explain-all`): no
+    /// card uses them, the saved trace shows them.
+    pub explain_all: bool,
 }
 
 impl Default for DashOptions {
@@ -71,6 +74,7 @@ impl Default for DashOptions {
             fault: None,
             access: Access::GeneratedToken,
             explain: false,
+            explain_all: false,
         }
     }
 }
@@ -322,6 +326,7 @@ pub async fn start(
         owner::Initial {
             fault: opts.fault,
             explain: opts.explain,
+            explain_all: opts.explain_all,
         },
         frames.clone(),
         shared.clone(),

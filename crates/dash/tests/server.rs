@@ -879,6 +879,48 @@ async fn the_explain_api_validates_and_says_why_there_is_no_card() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and perf tracepoints"]
+async fn explain_all_records_the_events_no_card_needs_and_the_default_leaves_them_out() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "needs root and perf tracepoints (CI runs ignored tests as root)"
+    );
+    let opted_in = ["timer:hrtimer_expire_entry", "timer:hrtimer_expire_exit"];
+    for explain_all in [false, true] {
+        let running = serve_sim_with(DashOptions {
+            explain: true,
+            explain_all,
+            ..options()
+        })
+        .await;
+        let port = running.local_addr().port();
+        let (status, body) = request(port, "GET", "/api/explain", &[], "").await;
+        assert_eq!(status, 200, "{body}");
+        let tracer = &json_of(&body)["tracer"];
+        let listed = |key: &str, event: &str| {
+            tracer[key]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|e| e == event))
+        };
+        for event in opted_in {
+            assert_eq!(
+                listed("events", event),
+                explain_all,
+                "--explain-all {explain_all}: {event} recorded? {tracer}"
+            );
+            assert_eq!(
+                listed("events_left_out", event),
+                !explain_all,
+                "--explain-all {explain_all}: {event} said to be left out? {tracer}"
+            );
+        }
+        running.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and perf tracepoints"]
 async fn with_explain_on_a_stalled_buffer_in_the_frames_has_a_card_blaming_its_render() {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };

@@ -121,6 +121,8 @@ struct Owner {
     last_error: Option<String>,
     /// Blame cards for dropouts, while "Explain dropouts" is on.
     explain: Option<Explainer>,
+    /// Record the events no card uses too (`--explain-all`).
+    explain_all: bool,
     /// The last buffers, for `GET /api/trace` (bounded; see `trace`).
     history: History,
 }
@@ -131,6 +133,8 @@ pub(crate) struct Initial {
     pub fault: Option<Fault>,
     /// "Explain dropouts" on from the start.
     pub explain: bool,
+    /// Also record the events no card uses (hrtimer expiry, idle states) when explaining.
+    pub explain_all: bool,
 }
 
 /// Starts the owner thread with `engine`; returns the command channel and the thread.
@@ -144,7 +148,11 @@ pub(crate) fn spawn(
     shared: Arc<Shared>,
     done: oneshot::Sender<()>,
 ) -> std::io::Result<(mpsc::Sender<Command>, std::thread::JoinHandle<Exit>)> {
-    let Initial { fault, explain } = initial;
+    let Initial {
+        fault,
+        explain,
+        explain_all,
+    } = initial;
     let (tx, rx) = mpsc::channel();
     let handle = std::thread::Builder::new()
         .name("xrl-dash-engine".into())
@@ -183,6 +191,7 @@ pub(crate) fn spawn(
                 fault: None,
                 last_error: None,
                 explain: None,
+                explain_all,
                 history: History::default(),
             };
             owner.set_fault(fault);
@@ -281,7 +290,9 @@ impl Owner {
                     .engine()
                     .map(|e| audio_cpus(e.config()))
                     .unwrap_or_default();
-                let mut e = Explainer::start(&cpus, ExplainOptions::default());
+                let mut options = ExplainOptions::default();
+                options.trace.extra_events = self.explain_all;
+                let mut e = Explainer::start(&cpus, options);
                 if let Some(engine) = self.engine() {
                     e.set_threads(&engine.threads());
                 }
