@@ -140,6 +140,9 @@ struct ExplainBench {
     p50_increase_points: Option<f64>,
     /// Median over rounds of each round's relative p50 increase, %.
     p50_increase_paired_median_pct: Option<f64>,
+    /// Standard error of the mean of the rounds' relative p50 increases, % (two rounds or
+    /// more): how far the noise alone moves the comparison.
+    p50_increase_paired_stderr_pct: Option<f64>,
     target_p50_increase_pct: f64,
     target_met: Option<bool>,
     /// The kernel's cost per recorded event (see [`EventCost`]).
@@ -150,6 +153,35 @@ struct ExplainBench {
     complete: bool,
     /// "running" until the bench ends, then why it ended.
     end: String,
+}
+
+/// The standard error of the mean of `v` (sample standard deviation / sqrt(n)); None for
+/// fewer than two values.
+fn stderr(v: &[f64]) -> Option<f64> {
+    let n = v.len();
+    if n < 2 {
+        return None;
+    }
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((var / n as f64).sqrt())
+}
+
+/// Whether the target is met, said with the noise: a mean within twice the rounds' standard
+/// error of the target does not decide it, nor does a single round.
+fn verdict(increase_pct: f64, target_pct: f64, stderr_pct: Option<f64>) -> String {
+    let side = if increase_pct <= target_pct {
+        "met"
+    } else {
+        "NOT met"
+    };
+    match stderr_pct {
+        None => format!("{side} in this one round (one round cannot tell the tracer from noise; use --rounds 8)"),
+        Some(se) if (increase_pct - target_pct).abs() <= 2.0 * se => format!(
+            "{side} on average, but within twice the rounds' standard error ({se:.1} points) of the target: not resolved by this noise"
+        ),
+        Some(se) => format!("{side} (the rounds' standard error: {se:.1} points)"),
+    }
 }
 
 fn median(v: &mut [f64]) -> Option<f64> {
@@ -326,6 +358,7 @@ impl ExplainBench {
                 Some((on - off) / off.max(f64::MIN_POSITIVE) * 100.0)
             })
             .collect();
+        self.p50_increase_paired_stderr_pct = stderr(&paired);
         self.p50_increase_paired_median_pct = median(&mut paired);
         let sines = |explain: bool| {
             self.capacity
@@ -404,7 +437,11 @@ fn print_comparison(b: &ExplainBench) {
             "p50 load with --explain: {pct:+.1} % relative ({points:+.2} points); paired by round, median {} %; target at most +{:.0} %: {}",
             opt(b.p50_increase_paired_median_pct, 1),
             b.target_p50_increase_pct,
-            if b.target_met == Some(true) { "met" } else { "NOT met" }
+            verdict(
+                pct,
+                b.target_p50_increase_pct,
+                b.p50_increase_paired_stderr_pct
+            )
         );
     }
 }
@@ -616,6 +653,7 @@ pub fn explain(a: &ExplainBenchArgs) -> Result<(), Failure> {
         p50_increase_pct: None,
         p50_increase_points: None,
         p50_increase_paired_median_pct: None,
+        p50_increase_paired_stderr_pct: None,
         target_p50_increase_pct: TARGET_P50_INCREASE_PCT,
         target_met: None,
         event_cost: None,
@@ -761,5 +799,30 @@ pub fn explain(a: &ExplainBenchArgs) -> Result<(), Failure> {
     match json_error {
         Some(e) => Err(Failure::Runtime(e)),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_standard_error_needs_two_rounds_and_is_sd_over_root_n() {
+        assert_eq!(stderr(&[1.0]), None);
+        // Sample standard deviation of 1, 2, 3 is 1; over sqrt(3).
+        let se = stderr(&[1.0, 2.0, 3.0]).unwrap();
+        assert!((se - 1.0 / 3f64.sqrt()).abs() < 1e-12, "{se}");
+    }
+
+    #[test]
+    fn the_verdict_says_when_the_noise_does_not_decide() {
+        assert!(verdict(1.0, 2.0, None).starts_with("met in this one round"));
+        assert!(verdict(1.7, 2.0, Some(1.3)).contains("not resolved"));
+        assert!(verdict(2.5, 2.0, Some(1.3)).starts_with("NOT met on average"));
+        assert_eq!(
+            verdict(0.5, 2.0, Some(0.2)),
+            "met (the rounds' standard error: 0.2 points)"
+        );
+        assert!(verdict(4.0, 2.0, Some(0.5)).starts_with("NOT met (the rounds'"));
     }
 }
