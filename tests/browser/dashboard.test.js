@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import http from 'node:http';
-import { ARTIFACTS, launch, startServer } from './harness.js';
+import { ARTIFACTS, openDashboard } from './harness.js';
 
 /** @type {import('./harness.js').Server} */
 let server;
@@ -14,11 +14,11 @@ let port;
 /** @type {import('playwright-core').BrowserContext} */
 let context;
 /** @type {() => Promise<void>} */
-let closeBrowser;
+let close;
 /** @type {import('playwright-core').Page} */
 let page;
 /** @type {string[]} */
-const pageErrors = [];
+let pageErrors = [];
 
 /**
  * A request with exactly the headers given (node's fetch would add its own), plus the
@@ -146,21 +146,15 @@ function medianLoad(ms) {
 const CHARTS = ['chart-load', 'chart-work', 'chart-cores', 'chart-energy', 'chart-wake'];
 
 before(async () => {
-  server = await startServer([]);
+  // A name that resolves to this machine, as a DNS-rebinding attacker's would. The printed
+  // URL: the page trades its token for a cookie and goes on with that.
+  ({ server, context, page, pageErrors, close } = await openDashboard([], ['--host-resolver-rules=MAP rebind.test 127.0.0.1']));
   port = server.port;
   assert.ok(server.token, `the printed URL carries a token: ${server.url}`);
-  // A name that resolves to this machine, as a DNS-rebinding attacker's would.
-  ({ context, close: closeBrowser } = await launch(['--host-resolver-rules=MAP rebind.test 127.0.0.1']));
-  page = await context.newPage();
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  // The printed URL: the page trades its token for a cookie and goes on with that.
-  await page.goto(server.url);
-  await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
 });
 
 after(async () => {
-  await closeBrowser?.();
-  server?.proc.kill('SIGINT');
+  await close?.();
 });
 
 test('the page loads and every chart draws data', async () => {

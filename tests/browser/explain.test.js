@@ -4,16 +4,16 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { ARTIFACTS, launch, startServer } from './harness.js';
+import { ARTIFACTS, openDashboard } from './harness.js';
 
 /** @type {import('./harness.js').Server} */
 let server;
 /** @type {() => Promise<void>} */
-let closeBrowser;
+let close;
 /** @type {import('playwright-core').Page} */
 let page;
 /** @type {string[]} */
-const pageErrors = [];
+let pageErrors = [];
 
 /**
  * @param {string} path
@@ -31,18 +31,11 @@ async function api(path, init) {
 
 before(async () => {
   assert.equal(process.getuid?.(), 0, 'needs root and perf tracepoints: run the browser tests as root (CI does)');
-  server = await startServer(['--explain', '--stall', '8ms', '--stall-every', '400ms']);
-  const { context, close } = await launch();
-  closeBrowser = close;
-  page = await context.newPage();
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  await page.goto(server.url);
-  await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+  ({ server, page, pageErrors, close } = await openDashboard(['--explain', '--stall', '8ms', '--stall-every', '400ms']));
 });
 
 after(async () => {
-  await closeBrowser?.();
-  server?.proc.kill('SIGINT');
+  await close?.();
 });
 
 test('clicking a red dropout mark shows its blame card: the render ran long with the injected stall', async () => {

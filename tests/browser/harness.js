@@ -80,3 +80,40 @@ export async function launch(extraArgs = []) {
     },
   };
 }
+
+/**
+ * @typedef {object} OpenDashboard
+ * @property {Server} server
+ * @property {import('playwright-core').BrowserContext} context
+ * @property {import('playwright-core').Page} page the printed URL, loaded and live
+ * @property {string[]} pageErrors uncaught errors of the page, collected as they happen
+ * @property {() => Promise<void>} close closes the browser and stops the server
+ */
+
+/**
+ * Starts the binary with `args`, opens its printed URL (token included) in a fresh headless
+ * chromium and waits until the page's connection is live.
+ * @param {string[]} args
+ * @param {string[]} [browserArgs]
+ * @returns {Promise<OpenDashboard>}
+ */
+export async function openDashboard(args, browserArgs = []) {
+  const server = await startServer(args);
+  const { context, close } = await launch(browserArgs);
+  const page = await context.newPage();
+  /** @type {string[]} */
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.goto(server.url);
+  await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+  return {
+    server,
+    context,
+    page,
+    pageErrors,
+    close: async () => {
+      await close();
+      server.proc.kill('SIGINT');
+    },
+  };
+}

@@ -5,30 +5,23 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ARTIFACTS, launch, startServer } from './harness.js';
+import { ARTIFACTS, openDashboard } from './harness.js';
 
 /** @type {import('./harness.js').Server} */
 let server;
 /** @type {() => Promise<void>} */
-let closeBrowser;
+let close;
 /** @type {import('playwright-core').Page} */
 let page;
 /** @type {string[]} */
-const pageErrors = [];
+let pageErrors = [];
 
 before(async () => {
-  server = await startServer(['--stall', '8ms', '--stall-every', '400ms']);
-  const { context, close } = await launch();
-  closeBrowser = close;
-  page = await context.newPage();
-  page.on('pageerror', (e) => pageErrors.push(e.message));
-  await page.goto(server.url);
-  await page.waitForFunction(() => document.getElementById('conn')?.textContent === 'live');
+  ({ server, page, pageErrors, close } = await openDashboard(['--stall', '8ms', '--stall-every', '400ms']));
 });
 
 after(async () => {
-  await closeBrowser?.();
-  server?.proc.kill('SIGINT');
+  await close?.();
 });
 
 test('the save control downloads the last 2 s as a trace with renders and the stalled dropout', async () => {
