@@ -339,7 +339,6 @@ mod tests {
         let buffer_ns = 128.0 * 1e9 / 48_000.0;
         let start = 1_000_000_000 + seq * buffer_ns as u64;
         BufferReport {
-            epoch: 0,
             seq,
             frames: 128,
             sample_rate: 48_000,
@@ -349,15 +348,7 @@ mod tests {
             render_start_ns: start + 10_000,
             render_end_ns: start + 10_000 + (load * buffer_ns) as u64,
             active_sines: 100,
-            burst: false,
             late: load > 1.0,
-            device_xrun: false,
-            server_xruns: 0,
-            unfinished_workers: 0,
-            input_peak: None,
-            server_load_pct: None,
-            injected_stall_ns: 0,
-            injected_hang_worker: 0,
             threads: threads
                 .iter()
                 .map(|&(index, sines, cpu)| ThreadReport {
@@ -372,6 +363,7 @@ mod tests {
                     cpu_ns: 400_000,
                 })
                 .collect(),
+            ..BufferReport::default()
         }
     }
 

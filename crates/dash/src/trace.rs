@@ -368,7 +368,6 @@ mod tests {
 
     fn buffer(seq: u64, period_start_ns: u64) -> BufferReport {
         BufferReport {
-            epoch: 0,
             seq,
             frames: 128,
             sample_rate: 48_000,
@@ -378,16 +377,7 @@ mod tests {
             render_start_ns: period_start_ns,
             render_end_ns: period_start_ns + 1_000_000,
             active_sines: 10,
-            burst: false,
-            late: false,
-            device_xrun: false,
-            server_xruns: 0,
-            unfinished_workers: 0,
-            input_peak: None,
-            server_load_pct: None,
-            injected_stall_ns: 0,
-            injected_hang_worker: 0,
-            threads: Vec::new(),
+            ..BufferReport::default()
         }
     }
 

@@ -35,8 +35,8 @@ pub struct ThreadReport {
     pub cpu_ns: u64,
 }
 
-/// One buffer with every thread's part.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One buffer with every thread's part. (`Default` is all zeros: a base for fixtures.)
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct BufferReport {
     /// Audio start this buffer belongs to (a restart begins a new epoch).
     pub epoch: u32,

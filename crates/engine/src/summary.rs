@@ -554,7 +554,6 @@ mod tests {
 
     fn report(seq: u64, threads: usize) -> BufferReport {
         BufferReport {
-            epoch: 0,
             seq,
             frames: 32,
             sample_rate: 48_000,
@@ -564,14 +563,6 @@ mod tests {
             render_start_ns: 1_010_000,
             render_end_ns: 1_300_000,
             active_sines: 100,
-            burst: false,
-            late: false,
-            device_xrun: false,
-            server_xruns: 0,
-            unfinished_workers: 0,
-            injected_stall_ns: 0,
-            injected_hang_worker: 0,
-            input_peak: None,
             server_load_pct: Some(12.5),
             threads: (0..threads)
                 .map(|index| ThreadReport {
@@ -586,6 +577,7 @@ mod tests {
                     cpu_ns: 190_000,
                 })
                 .collect(),
+            ..BufferReport::default()
         }
     }
 

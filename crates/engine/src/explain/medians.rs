@@ -134,25 +134,10 @@ mod tests {
 
     fn buffer(sines: u32, cpu_ns: &[u64]) -> BufferReport {
         BufferReport {
-            epoch: 0,
-            seq: 0,
             frames: 128,
             sample_rate: 48_000,
-            period_start_ns: 0,
             deadline_ns: 2_666_666,
-            driver_wake_ns: 0,
-            render_start_ns: 0,
-            render_end_ns: 0,
             active_sines: sines,
-            burst: false,
-            late: false,
-            device_xrun: false,
-            server_xruns: 0,
-            unfinished_workers: 0,
-            input_peak: None,
-            server_load_pct: None,
-            injected_stall_ns: 0,
-            injected_hang_worker: 0,
             threads: cpu_ns
                 .iter()
                 .enumerate()
@@ -168,6 +153,7 @@ mod tests {
                     cpu_ns,
                 })
                 .collect(),
+            ..BufferReport::default()
         }
     }
 

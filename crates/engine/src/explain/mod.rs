@@ -514,7 +514,6 @@ mod tests {
 
     fn late_buffer(seq: u64) -> BufferReport {
         BufferReport {
-            epoch: 0,
             seq,
             frames: 128,
             sample_rate: 48_000,
@@ -524,16 +523,10 @@ mod tests {
             render_start_ns: 1_010_000,
             render_end_ns: 9_000_000,
             active_sines: 100,
-            burst: false,
             late: true,
-            device_xrun: false,
-            server_xruns: 0,
             unfinished_workers: 0b10,
-            input_peak: None,
-            server_load_pct: None,
             injected_stall_ns: 8_000_000,
-            injected_hang_worker: 0,
-            threads: Vec::new(),
+            ..BufferReport::default()
         }
     }
 
