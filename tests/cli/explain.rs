@@ -656,9 +656,11 @@ fn bench_explain_compares_both_modes_side_by_side() {
     assert_eq!(capacity.len(), 2, "{capacity:?}");
     for (c, explain) in capacity.iter().zip([false, true]) {
         assert_eq!(c["explain"], explain);
+        // On a shared machine a confirmation can fail at every step down (the README's session 4
+        // found none with --explain): the search then says so in its step-downs.
         assert!(
-            c["sines"].as_u64().unwrap() > 0,
-            "a capacity was found: {c}"
+            c["sines"].as_u64().unwrap() > 0 || c["point"]["step_downs"].as_u64().unwrap() > 0,
+            "a capacity was found, or the search stepped down for failed confirmations: {c}"
         );
         assert!(!c["point"]["trials"].as_array().unwrap().is_empty());
     }
