@@ -29,6 +29,9 @@ fi
 
 # Tests that need root or an installed service are #[ignore]d with their reason
 # and run here (CI runs as root), so a run without them never passes silently.
+# The JACK and watch tests drive a real late client (crates/jack-testkit); cargo builds a
+# package's binaries only for that package's tests, so build it first.
+cargo build -p xrunlab-jack-testkit --bins --locked
 cargo test --workspace --features jack --locked -- --include-ignored
 # The browser tests drive the binary the Rust tests just built (with JACK).
 cargo build --features jack --locked --bin xrunlab

@@ -153,3 +153,22 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// The `xrunlab-late-client` test binary (a JACK client that runs long every Nth cycle), found in
+/// the target directory of the running test. Cargo builds a package's binaries only for that
+/// package's own tests, so test.sh builds it first; a missing one fails the test with the command.
+pub fn late_client() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test> -> target/<profile>/xrunlab-late-client
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("xrunlab-late-client"))
+        .expect("the test binary lies in target/<profile>/deps");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p xrunlab-jack-testkit --bins` (test.sh does)",
+        path.display()
+    );
+    path
+}

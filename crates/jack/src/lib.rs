@@ -18,6 +18,8 @@ mod device;
 mod notify;
 mod open;
 mod process;
+mod watch;
 mod watchdog;
 
 pub use device::{JackDevice, JackOptions};
+pub use watch::{JackEvent, JackWatch};
