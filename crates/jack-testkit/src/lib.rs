@@ -100,6 +100,11 @@ impl TestServer {
         &self.name
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     /// Sends `sig` to the server.
     pub fn signal(&self, sig: libc::c_int) {
         // SAFETY: kill with a pid we spawned and still own (not yet reaped).

@@ -18,6 +18,7 @@ mod device;
 mod notify;
 mod open;
 mod process;
+pub mod procs;
 mod watch;
 mod watchdog;
 

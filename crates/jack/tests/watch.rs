@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
-use xrunlab_jack::{JackEvent, JackWatch};
+use xrunlab_jack::{procs, JackEvent, JackWatch};
 use xrunlab_jack_testkit::{late_client, take_turn, TestServer};
 
 /// Kills the child when dropped, also when the test fails.
@@ -61,6 +61,7 @@ fn the_watch_client_sees_a_late_clients_xruns_without_joining_the_graph() {
         .spawn()
         .expect("late client starts");
     let stdout = child.stdout.take().expect("piped");
+    let late_pid = child.id() as i32;
     let _child = Reaped(child);
     let (late_tx, late_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -88,6 +89,28 @@ fn the_watch_client_sees_a_late_clients_xruns_without_joining_the_graph() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+
+    // Who is who, from procfs: the server by its listening socket, the client by its futex files.
+    let proc_root = std::path::Path::new("/proc");
+    let served_by = procs::find_server(proc_root, server.name()).expect("the server's process");
+    assert_eq!(served_by.pid, server.pid());
+    let users = procs::client_processes(
+        proc_root,
+        server.name(),
+        &[std::process::id() as i32, served_by.pid],
+    );
+    let pids: Vec<i32> = users.iter().map(|(p, _)| p.pid).collect();
+    assert_eq!(
+        pids,
+        vec![late_pid],
+        "client processes of the server (the watcher excluded)"
+    );
+    let paired = procs::match_clients(&watch.clients(), &users);
+    assert_eq!(
+        paired.get("late").map(|m| m.0),
+        Some(late_pid),
+        "{paired:?}"
+    );
 
     let events = collect(&rx, Duration::from_secs(3), |_| false);
     let xruns: Vec<u64> = events
