@@ -22,7 +22,7 @@ impl OriginPolicy {
     }
 
     /// Whether `host` (a Host header: "name:port") names this server: 127.0.0.1, localhost,
-    /// [::1] or the listen address, with the server's port. When bound to every address
+    /// `[::1]` or the listen address, with the server's port. When bound to every address
     /// (0.0.0.0 or ::), any IP literal is accepted, since rebinding needs a DNS name.
     pub fn host_ok(&self, host: &str) -> bool {
         let Some((name, port)) = split_host_port(host) else {

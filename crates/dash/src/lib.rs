@@ -1,7 +1,7 @@
 //! xrunlab-dash: the live dashboard — an HTTP/WebSocket server on its own tokio runtime, one engine-owner thread that holds the `Engine`, and the embedded page that draws AudioPerfLab's visualizations and controls.
 //!
 //! Threads: [`serve`] blocks the caller's thread on a tokio runtime whose worker threads run
-//! the server ([`server`]); the engine lives on one std thread (`owner`), which the server
+//! the server (`server`); the engine lives on one std thread (`owner`), which the server
 //! talks to through a command channel and which publishes telemetry through a broadcast
 //! channel that never blocks it. The audio threads never see the dashboard: the owner only
 //! drains the engine's wait-free rings and sets its atomics.

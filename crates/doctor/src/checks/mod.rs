@@ -1,4 +1,4 @@
-//! The checks, one module per area. Each reads its facts through a shared [`Ctx`] (the roots,
+//! The checks, one module per area. Each reads its facts through a shared `Ctx` (the roots,
 //! the syscall probes, and the facts several checks need, read once) and returns findings.
 //! Runs on the main thread.
 

@@ -15,7 +15,7 @@
 //!   treated as silence. Records that do not fit a full ring are dropped and
 //!   counted, never waited for.
 //! - Cross-thread data is atomics or memory handed over by the cycle protocol
-//!   in [`cycle`], whose `// SAFETY:` comments state the ordering.
+//!   in `cycle`, whose `// SAFETY:` comments state the ordering.
 
 // The rules above, checked: clippy.toml lists what allocates, locks, prints or blocks.
 #![deny(
