@@ -15,6 +15,9 @@ command -v npm >/dev/null || need_apt+=(npm)
 # PipeWire serves JACK clients too; its test runs headless when these are present.
 command -v pipewire >/dev/null || need_apt+=(pipewire)
 command -v pw-jack >/dev/null || need_apt+=(pipewire-jack)
+# watch's PipeWire client (the `pipewire` feature) builds against libpipewire with bindgen.
+pkg-config --exists libpipewire-0.3 2>/dev/null || need_apt+=(libpipewire-0.3-dev libspa-0.2-dev)
+[ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need_apt+=(libclang-dev clang)
 # The wake-up probe is compared with cyclictest (rt-tests).
 command -v cyclictest >/dev/null || need_apt+=(rt-tests)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -32,7 +35,7 @@ fi
 # The JACK and watch tests drive a real late client (crates/jack-testkit); cargo builds a
 # package's binaries only for that package's tests, so build it first.
 cargo build -p xrunlab-jack-testkit --bins --locked
-cargo test --workspace --features jack --locked -- --include-ignored
+cargo test --workspace --features jack,pipewire --locked -- --include-ignored
 # The browser tests drive the binary the Rust tests just built (with JACK).
-cargo build --features jack --locked --bin xrunlab
+cargo build --features jack,pipewire --locked --bin xrunlab
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh

@@ -177,3 +177,84 @@ pub fn late_client() -> PathBuf {
     );
     path
 }
+
+/// A private PipeWire daemon (no session manager; its dummy driver drives the graph) in a
+/// runtime directory of its own, killed when dropped. Clients reach it through
+/// [`TestPipeWire::socket`] or with `XDG_RUNTIME_DIR` set to [`TestPipeWire::runtime_dir`].
+pub struct TestPipeWire {
+    runtime_dir: PathBuf,
+    child: Child,
+    quantum: String,
+}
+
+impl TestPipeWire {
+    /// Starts `pipewire` with `PIPEWIRE_QUANTUM=QUANTUM/48000`; panics with the install command
+    /// when PipeWire is missing.
+    pub fn start(quantum: u32) -> TestPipeWire {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let runtime_dir =
+            std::env::temp_dir().join(format!("xrunlab-pw-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&runtime_dir).expect("runtime dir");
+        let quantum = format!("{quantum}/48000");
+        let child = Command::new("pipewire")
+            .env("XDG_RUNTIME_DIR", &runtime_dir)
+            .env("PIPEWIRE_QUANTUM", &quantum)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("pipewire could not be started: apt-get install pipewire pipewire-jack (test.sh does)");
+        let pw = TestPipeWire {
+            runtime_dir,
+            child,
+            quantum,
+        };
+        let t0 = Instant::now();
+        while !pw.socket().exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "pipewire not ready after 5 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        pw
+    }
+
+    /// The daemon's runtime directory (its `XDG_RUNTIME_DIR`).
+    pub fn runtime_dir(&self) -> &std::path::Path {
+        &self.runtime_dir
+    }
+
+    /// The daemon's socket.
+    pub fn socket(&self) -> PathBuf {
+        self.runtime_dir.join("pipewire-0")
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// `program ARGS` as a JACK client of this daemon, through `pw-jack`.
+    pub fn pw_jack(&self, program: &std::path::Path) -> Command {
+        let mut c = Command::new("pw-jack");
+        c.arg(program)
+            .env("XDG_RUNTIME_DIR", &self.runtime_dir)
+            .env("PIPEWIRE_QUANTUM", &self.quantum);
+        c
+    }
+
+    /// Kills the daemon at once, as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for TestPipeWire {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
+    }
+}

@@ -1,0 +1,397 @@
+//! One profiler record per driver cycle, and the parser that reads it from the pod PipeWire's
+//! profiler sends; a pure function, called on the profiler's main-loop thread (and by tests).
+//!
+//! The pod (spa/param/profiler.h): a Struct of `SPA_TYPE_OBJECT_Profiler` objects, one per
+//! cycle, whose properties are `info`, `clock`, `driverBlock` and one `followerBlock` per
+//! follower, each a Struct of plain values. Later servers append fields to these Structs
+//! (0.3.72: a follower's xrun count; 1.x: the follower's async flag, the clock's xrun duration
+//! and transport state), so fields are read by position and anything past what is known is
+//! ignored; a missing optional field is `None`. Decoding the pod itself is libspa's
+//! (`PodDeserializer` into `Value`); only the mapping to these types is here.
+
+use pipewire::spa::pod::deserialize::PodDeserializer;
+use pipewire::spa::pod::{Object, Value};
+use pipewire::spa::sys as spa_sys;
+use std::fmt;
+
+/// `SPA_TYPE_OBJECT_Profiler`.
+pub const OBJECT_PROFILER: u32 = spa_sys::SPA_TYPE_OBJECT_Profiler;
+/// `SPA_PROFILER_info`.
+pub const KEY_INFO: u32 = spa_sys::SPA_PROFILER_info;
+/// `SPA_PROFILER_clock`.
+pub const KEY_CLOCK: u32 = spa_sys::SPA_PROFILER_clock;
+/// `SPA_PROFILER_driverBlock`.
+pub const KEY_DRIVER_BLOCK: u32 = spa_sys::SPA_PROFILER_driverBlock;
+/// `SPA_PROFILER_followerBlock`.
+pub const KEY_FOLLOWER_BLOCK: u32 = spa_sys::SPA_PROFILER_followerBlock;
+
+/// A node's state when the record was written (`enum pw_node_activation_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Not triggered in this cycle (0).
+    NotTriggered,
+    /// Triggered, not yet running (1).
+    Triggered,
+    /// Running (2).
+    Awake,
+    /// Done (3).
+    Finished,
+    /// Not scheduled (4).
+    Inactive,
+    /// A value this code does not know.
+    Other(i32),
+}
+
+impl From<i32> for Status {
+    fn from(v: i32) -> Status {
+        match v {
+            0 => Status::NotTriggered,
+            1 => Status::Triggered,
+            2 => Status::Awake,
+            3 => Status::Finished,
+            4 => Status::Inactive,
+            o => Status::Other(o),
+        }
+    }
+}
+
+/// `info`: the cycle counter, the server's CPU load averages and the driver's xrun count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Info {
+    /// Cycle counter; a jump means records were dropped by the server's ring.
+    pub counter: i64,
+    /// CPU load over about 1, 8 and 32 cycles... as the server computes them (0..1).
+    pub cpu_load: [f32; 3],
+    /// The driver's xrun count so far.
+    pub xrun_count: i32,
+}
+
+/// `clock`: the driver's clock for this cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clock {
+    /// Clock flags.
+    pub flags: i32,
+    /// Clock id.
+    pub id: i32,
+    /// Clock name.
+    pub name: String,
+    /// Time of the cycle start, CLOCK_MONOTONIC ns.
+    pub nsec: i64,
+    /// Rate as a fraction (1/48000).
+    pub rate: (u32, u32),
+    /// Position in samples.
+    pub position: i64,
+    /// Cycle length in samples: the quantum.
+    pub duration: i64,
+    /// Delay in samples.
+    pub delay: i64,
+    /// Rate correction.
+    pub rate_diff: f64,
+    /// Expected start of the next cycle, CLOCK_MONOTONIC ns.
+    pub next_nsec: i64,
+    /// Duration of the last xrun, in samples (1.x servers).
+    pub xrun_duration: Option<i64>,
+}
+
+/// The timing of one node (the driver or a follower) in the cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    /// Node id (the registry's global id).
+    pub id: i32,
+    /// Node name.
+    pub name: String,
+    /// When it was signalled in the previous cycle, ns.
+    pub prev_signal: i64,
+    /// When it was signalled (triggered), CLOCK_MONOTONIC ns; 0 when not.
+    pub signal: i64,
+    /// When it woke up and started processing, ns; 0 when not.
+    pub awake: i64,
+    /// When it finished, ns; 0 when not.
+    pub finish: i64,
+    /// Its state when the record was written.
+    pub status: Status,
+    /// Its latency as a fraction (frames/rate).
+    pub latency: (u32, u32),
+    /// Its own xrun count (servers 0.3.72 and later).
+    pub xrun_count: Option<i32>,
+    /// Whether it runs asynchronously, one cycle behind (1.x servers).
+    pub is_async: Option<bool>,
+}
+
+/// One driver cycle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProfilerRecord {
+    /// Counter, load and the driver's xrun count.
+    pub info: Info,
+    /// The driver's clock.
+    pub clock: Clock,
+    /// The driver's own timing.
+    pub driver: Block,
+    /// Every follower's timing, in the server's order.
+    pub followers: Vec<Block>,
+}
+
+/// Why a pod could not be read as profiler records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodError {
+    /// libspa could not decode the bytes (truncated or garbled).
+    Decode(String),
+    /// The pod decoded, but is not a Struct of objects.
+    NotAStruct,
+    /// A profiler object lacks a property or a field the record needs.
+    Missing(&'static str),
+    /// A field has another type than the header gives.
+    WrongType(&'static str),
+}
+
+impl fmt::Display for PodError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PodError::Decode(e) => write!(f, "the profiler pod does not decode: {e}"),
+            PodError::NotAStruct => f.write_str("the profiler pod is not a Struct of objects"),
+            PodError::Missing(what) => write!(f, "the profiler record has no {what}"),
+            PodError::WrongType(what) => {
+                write!(f, "the profiler record's {what} has an unexpected type")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PodError {}
+
+/// The fields of one Struct property, read in order.
+struct Fields<'a> {
+    values: &'a [Value],
+    at: usize,
+    what: &'static str,
+}
+
+impl<'a> Fields<'a> {
+    fn of(value: &'a Value, what: &'static str) -> Result<Fields<'a>, PodError> {
+        match value {
+            Value::Struct(values) => Ok(Fields {
+                values,
+                at: 0,
+                what,
+            }),
+            _ => Err(PodError::WrongType(what)),
+        }
+    }
+
+    fn next(&mut self) -> Option<&'a Value> {
+        let v = self.values.get(self.at);
+        self.at += 1;
+        v
+    }
+
+    fn need(&mut self) -> Result<&'a Value, PodError> {
+        self.next().ok_or(PodError::Missing(self.what))
+    }
+
+    fn int(&mut self) -> Result<i32, PodError> {
+        match self.need()? {
+            Value::Int(v) => Ok(*v),
+            _ => Err(PodError::WrongType(self.what)),
+        }
+    }
+
+    fn long(&mut self) -> Result<i64, PodError> {
+        match self.need()? {
+            Value::Long(v) => Ok(*v),
+            _ => Err(PodError::WrongType(self.what)),
+        }
+    }
+
+    fn float(&mut self) -> Result<f32, PodError> {
+        match self.need()? {
+            Value::Float(v) => Ok(*v),
+            _ => Err(PodError::WrongType(self.what)),
+        }
+    }
+
+    fn double(&mut self) -> Result<f64, PodError> {
+        match self.need()? {
+            Value::Double(v) => Ok(*v),
+            _ => Err(PodError::WrongType(self.what)),
+        }
+    }
+
+    fn string(&mut self) -> Result<String, PodError> {
+        match self.need()? {
+            Value::String(v) => Ok(v.clone()),
+            _ => Err(PodError::WrongType(self.what)),
+        }
+    }
+
+    fn fraction(&mut self) -> Result<(u32, u32), PodError> {
+        match self.need()? {
+            Value::Fraction(f) => Ok((f.num, f.denom)),
+            _ => Err(PodError::WrongType(self.what)),
+        }
+    }
+
+    /// An optional trailing field of a later layout: absent is `None`, another type an error.
+    fn opt<T>(
+        &mut self,
+        read: impl FnOnce(&mut Self) -> Result<T, PodError>,
+    ) -> Result<Option<T>, PodError> {
+        if self.at >= self.values.len() {
+            return Ok(None);
+        }
+        read(self).map(Some)
+    }
+}
+
+fn info(v: &Value) -> Result<Info, PodError> {
+    let mut f = Fields::of(v, "info")?;
+    Ok(Info {
+        counter: f.long()?,
+        cpu_load: [f.float()?, f.float()?, f.float()?],
+        xrun_count: f.int()?,
+    })
+}
+
+fn clock(v: &Value) -> Result<Clock, PodError> {
+    let mut f = Fields::of(v, "clock")?;
+    Ok(Clock {
+        flags: f.int()?,
+        id: f.int()?,
+        name: f.string()?,
+        nsec: f.long()?,
+        rate: f.fraction()?,
+        position: f.long()?,
+        duration: f.long()?,
+        delay: f.long()?,
+        rate_diff: f.double()?,
+        next_nsec: f.long()?,
+        xrun_duration: f.opt(Fields::long)?,
+    })
+}
+
+fn block(v: &Value, what: &'static str) -> Result<Block, PodError> {
+    let mut f = Fields::of(v, what)?;
+    Ok(Block {
+        id: f.int()?,
+        name: f.string()?,
+        prev_signal: f.long()?,
+        signal: f.long()?,
+        awake: f.long()?,
+        finish: f.long()?,
+        status: Status::from(f.int()?),
+        latency: f.fraction()?,
+        xrun_count: f.opt(Fields::int)?,
+        is_async: f.opt(|f| match f.need()? {
+            Value::Bool(b) => Ok(*b),
+            _ => Err(PodError::WrongType(what)),
+        })?,
+    })
+}
+
+fn record(o: &Object) -> Result<ProfilerRecord, PodError> {
+    let find = |key| o.properties.iter().find(|p| p.key == key).map(|p| &p.value);
+    Ok(ProfilerRecord {
+        info: info(find(KEY_INFO).ok_or(PodError::Missing("info"))?)?,
+        clock: clock(find(KEY_CLOCK).ok_or(PodError::Missing("clock"))?)?,
+        driver: block(
+            find(KEY_DRIVER_BLOCK).ok_or(PodError::Missing("driverBlock"))?,
+            "driverBlock",
+        )?,
+        followers: o
+            .properties
+            .iter()
+            .filter(|p| p.key == KEY_FOLLOWER_BLOCK)
+            .map(|p| block(&p.value, "followerBlock"))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+fn align8(n: usize) -> usize {
+    n.div_ceil(8) * 8
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// Checks the pod's framing before libspa decodes it: libspa's deserializer trusts a Struct's
+/// declared size (it subtracts what each field used from it and asserts the rest is zero), so a
+/// damaged size makes it panic rather than fail; found by this crate's property tests. Every
+/// container must be tiled exactly by its children, every value must have its type's size, and
+/// only the types a profiler pod uses are accepted (anything else is an error, not a guess).
+fn check_framing(bytes: &[u8], depth: u32) -> Result<usize, PodError> {
+    let bad = |why: &str| PodError::Decode(why.to_owned());
+    let size = u32_at(bytes, 0).ok_or_else(|| bad("a pod header is cut short"))? as usize;
+    let type_ = u32_at(bytes, 4).ok_or_else(|| bad("a pod header is cut short"))?;
+    let body = bytes
+        .get(8..8 + size)
+        .ok_or_else(|| bad("a pod is longer than the bytes that hold it"))?;
+    if depth > 8 {
+        return Err(bad("pods nested deeper than a profiler record"));
+    }
+    let fixed = |want: usize| {
+        if size == want {
+            Ok(())
+        } else {
+            Err(bad("a value has the wrong size for its type"))
+        }
+    };
+    match type_ {
+        spa_sys::SPA_TYPE_None => fixed(0)?,
+        spa_sys::SPA_TYPE_Bool
+        | spa_sys::SPA_TYPE_Id
+        | spa_sys::SPA_TYPE_Int
+        | spa_sys::SPA_TYPE_Float => fixed(4)?,
+        spa_sys::SPA_TYPE_Long | spa_sys::SPA_TYPE_Double | spa_sys::SPA_TYPE_Fraction => fixed(8)?,
+        spa_sys::SPA_TYPE_String => {
+            if body.last() != Some(&0) {
+                return Err(bad("a string is not NUL-terminated"));
+            }
+        }
+        spa_sys::SPA_TYPE_Struct => {
+            let mut at = 0;
+            while at < size {
+                at += align8(check_framing(&body[at..], depth + 1)?);
+            }
+            if at != size {
+                return Err(bad("a Struct's fields do not fill it exactly"));
+            }
+        }
+        spa_sys::SPA_TYPE_Object => {
+            // Object type and id, then properties: key, flags, value.
+            let mut at = 8;
+            while at < size {
+                let value = body
+                    .get(at + 8..)
+                    .ok_or_else(|| bad("an Object's property is cut short"))?;
+                at += 8 + align8(check_framing(value, depth + 1)?);
+            }
+            if at != size.max(8) || size < 8 {
+                return Err(bad("an Object's properties do not fill it exactly"));
+            }
+        }
+        other => {
+            return Err(PodError::Decode(format!(
+                "a value of pod type {other}, which profiler records do not use"
+            )))
+        }
+    }
+    Ok(8 + size)
+}
+
+/// The records in one profiler pod (the bytes of a `struct spa_pod`, header included). Objects
+/// of other types are skipped; a profiler object that lacks what a record needs is an error.
+pub fn parse_profile(bytes: &[u8]) -> Result<Vec<ProfilerRecord>, PodError> {
+    check_framing(bytes, 0)?;
+    let (_, value) = PodDeserializer::deserialize_any_from(bytes)
+        .map_err(|e| PodError::Decode(format!("{e:?}")))?;
+    let Value::Struct(items) = value else {
+        return Err(PodError::NotAStruct);
+    };
+    items
+        .iter()
+        .filter_map(|v| match v {
+            Value::Object(o) if o.type_ == OBJECT_PROFILER => Some(record(o)),
+            _ => None,
+        })
+        .collect()
+}
