@@ -1,0 +1,297 @@
+//! Finding xruns in the stream of cycles, and each node's running statistics (pw-top's WAIT,
+//! BUSY and ERR); runs on watch's collector thread, one cycle at a time, in bounded memory.
+//!
+//! Three kinds of evidence, strongest first:
+//! - a follower's own xrun count went up (PipeWire 0.3.72 and later);
+//! - a follower was still triggered or awake when its record was taken at the next cycle's start
+//!   (what PipeWire's `update_xrun_stats` counts, so this is the server's own rule, applied where
+//!   the count is missing, as on 0.3.65), or it finished after the next cycle's signal;
+//! - the driver's xrun count went up while every follower finished in time: the device or driver
+//!   itself was late.
+//!
+//! A node that stays late over several cycles (a long overrun) is one xrun, not one per cycle;
+//! its ERR count still counts every cycle, as the server does.
+
+use crate::model::{Cycle, NodeInfo, NodeStatus, NodeTiming};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How an xrun was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Evidence {
+    /// The node's own xrun count went up.
+    NodeCount,
+    /// The node was still triggered or awake when the next cycle started.
+    StillRunning,
+    /// The node finished after the next cycle's signal.
+    FinishedLate,
+    /// The driver's xrun count went up while the graph finished in time.
+    DriverCount,
+}
+
+/// One xrun, as the cycles show it (before the kernel's events are added).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Xrun {
+    /// watch's own xrun number, from 1.
+    pub number: u64,
+    /// The cycle it was seen in.
+    pub cycle: u64,
+    /// The late node, or `None` for a driver-side xrun.
+    pub node: Option<NodeTiming>,
+    /// How it was found.
+    pub evidence: Evidence,
+    /// The cycle's start (the driver's signal), ns.
+    pub cycle_start_ns: u64,
+    /// When the node's work had to be done: its signal (or the cycle start) plus one period, ns.
+    pub deadline_ns: u64,
+    /// Frames per cycle and rate at the time.
+    pub quantum: u32,
+    /// Sample rate, Hz.
+    pub rate: u32,
+    /// The node's median WAIT and BUSY over its normal cycles so far, ns.
+    pub median_wait_ns: Option<u64>,
+    /// See `median_wait_ns`.
+    pub median_busy_ns: Option<u64>,
+}
+
+/// One node's running figures, for the live view and the summary.
+#[derive(Clone)]
+pub struct NodeStats {
+    /// Name, app and pid from the registry or client list.
+    pub info: NodeInfo,
+    /// Cycles it finished in.
+    pub cycles: u64,
+    /// Cycles it was late in (the server's ERR).
+    pub err_cycles: u64,
+    /// xruns blamed on it (a long overrun over several cycles is one).
+    pub xruns: u64,
+    wait_us: Histogram<u64>,
+    busy_us: Histogram<u64>,
+    last: Option<NodeTiming>,
+    late_run: bool,
+    last_count: Option<u32>,
+    /// Its last WAIT and BUSY, ns.
+    pub last_wait_ns: Option<u64>,
+    /// See `last_wait_ns`.
+    pub last_busy_ns: Option<u64>,
+}
+
+fn histogram() -> Histogram<u64> {
+    // 1 µs .. 10 s at 2 significant digits: a fixed few kB per node whatever the run's length.
+    Histogram::new_with_bounds(1, 10_000_000, 2).expect("valid bounds")
+}
+
+impl NodeStats {
+    fn new(info: NodeInfo) -> NodeStats {
+        NodeStats {
+            info,
+            cycles: 0,
+            err_cycles: 0,
+            xruns: 0,
+            wait_us: histogram(),
+            busy_us: histogram(),
+            last: None,
+            late_run: false,
+            last_count: None,
+            last_wait_ns: None,
+            last_busy_ns: None,
+        }
+    }
+
+    fn quantile_ns(h: &Histogram<u64>, q: f64) -> Option<u64> {
+        (!h.is_empty()).then(|| h.value_at_quantile(q) * 1000)
+    }
+
+    /// Median WAIT over its normal cycles, ns.
+    pub fn median_wait_ns(&self) -> Option<u64> {
+        Self::quantile_ns(&self.wait_us, 0.5)
+    }
+
+    /// Median BUSY over its normal cycles, ns.
+    pub fn median_busy_ns(&self) -> Option<u64> {
+        Self::quantile_ns(&self.busy_us, 0.5)
+    }
+
+    /// 99th percentile of BUSY, ns.
+    pub fn p99_busy_ns(&self) -> Option<u64> {
+        Self::quantile_ns(&self.busy_us, 0.99)
+    }
+
+    /// Its last timing.
+    pub fn last(&self) -> Option<&NodeTiming> {
+        self.last.as_ref()
+    }
+}
+
+/// Follows the cycles, keeps each node's figures and yields the xruns.
+#[derive(Debug, Default)]
+pub struct Detector {
+    nodes: BTreeMap<u32, NodeStats>,
+    driver_count: Option<u32>,
+    xruns: u64,
+    cycles: u64,
+    driver_xruns: u64,
+    last_quantum: Option<(u32, u32)>,
+}
+
+impl std::fmt::Debug for NodeStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeStats")
+            .field("info", &self.info)
+            .field("cycles", &self.cycles)
+            .field("err_cycles", &self.err_cycles)
+            .field("xruns", &self.xruns)
+            .finish()
+    }
+}
+
+impl Detector {
+    /// A new detector with no nodes.
+    pub fn new() -> Detector {
+        Detector::default()
+    }
+
+    /// A node appeared, or its details changed.
+    pub fn node(&mut self, info: NodeInfo) {
+        match self.nodes.get_mut(&info.id) {
+            Some(s) => s.info = info,
+            None => {
+                self.nodes.insert(info.id, NodeStats::new(info));
+            }
+        }
+    }
+
+    /// A node went away.
+    pub fn node_removed(&mut self, id: u32) {
+        self.nodes.remove(&id);
+    }
+
+    /// The nodes' figures, by id.
+    pub fn nodes(&self) -> &BTreeMap<u32, NodeStats> {
+        &self.nodes
+    }
+
+    /// Cycles seen, xruns found, and the driver-side ones among them.
+    pub fn totals(&self) -> (u64, u64, u64) {
+        (self.cycles, self.xruns, self.driver_xruns)
+    }
+
+    /// The last quantum and rate seen.
+    pub fn quantum(&self) -> Option<(u32, u32)> {
+        self.last_quantum
+    }
+
+    fn stats(&mut self, t: &NodeTiming) -> &mut NodeStats {
+        self.nodes.entry(t.id).or_insert_with(|| {
+            NodeStats::new(NodeInfo {
+                id: t.id,
+                name: t.name.clone(),
+                app_name: None,
+                pid: None,
+            })
+        })
+    }
+
+    /// One cycle: updates the figures and returns the xruns it shows.
+    pub fn cycle(&mut self, c: &Cycle) -> Vec<Xrun> {
+        self.cycles += 1;
+        self.last_quantum = Some((c.quantum, c.rate));
+        let period = c.period_ns();
+        let start = c.driver.signal_ns;
+        let mut found = Vec::new();
+        let mut any_late = false;
+        for f in &c.followers {
+            let (late, evidence) = self.follower_late(f, start, period);
+            let stats = self.stats(f);
+            if let Some(n) = f.xruns {
+                stats.last_count = Some(n);
+            }
+            if !late {
+                if f.status == NodeStatus::Finished {
+                    stats.cycles += 1;
+                    if let (Some(w), Some(b)) = (f.wait_ns(), f.busy_ns()) {
+                        let _ = stats.wait_us.record((w / 1000).max(1));
+                        let _ = stats.busy_us.record((b / 1000).max(1));
+                        stats.last_wait_ns = Some(w);
+                        stats.last_busy_ns = Some(b);
+                    }
+                }
+                if matches!(
+                    f.status,
+                    NodeStatus::Finished | NodeStatus::NotTriggered | NodeStatus::Inactive
+                ) {
+                    stats.late_run = false;
+                }
+                stats.last = Some(f.clone());
+                continue;
+            }
+            any_late = true;
+            stats.err_cycles += 1;
+            let new_episode = !stats.late_run;
+            stats.late_run = true;
+            stats.last = Some(f.clone());
+            if new_episode {
+                stats.xruns += 1;
+                let (median_wait_ns, median_busy_ns) =
+                    (stats.median_wait_ns(), stats.median_busy_ns());
+                self.xruns += 1;
+                let signal = if f.signal_ns > 0 { f.signal_ns } else { start };
+                found.push(Xrun {
+                    number: self.xruns,
+                    cycle: c.seq,
+                    node: Some(f.clone()),
+                    evidence: evidence.expect("late has evidence"),
+                    cycle_start_ns: start,
+                    deadline_ns: signal + period,
+                    quantum: c.quantum,
+                    rate: c.rate,
+                    median_wait_ns,
+                    median_busy_ns,
+                });
+            }
+        }
+        if let Some(n) = c.driver_xruns {
+            let grew = self.driver_count.is_some_and(|before| n > before);
+            self.driver_count = Some(n);
+            if grew && !any_late {
+                self.xruns += 1;
+                self.driver_xruns += 1;
+                found.push(Xrun {
+                    number: self.xruns,
+                    cycle: c.seq,
+                    node: None,
+                    evidence: Evidence::DriverCount,
+                    cycle_start_ns: start,
+                    deadline_ns: start + period,
+                    quantum: c.quantum,
+                    rate: c.rate,
+                    median_wait_ns: None,
+                    median_busy_ns: None,
+                });
+            }
+        }
+        found
+    }
+
+    fn follower_late(&self, f: &NodeTiming, start: u64, period: u64) -> (bool, Option<Evidence>) {
+        let before = self.nodes.get(&f.id).and_then(|s| s.last_count);
+        if let (Some(now), Some(before)) = (f.xruns, before) {
+            if now > before {
+                return (true, Some(Evidence::NodeCount));
+            }
+        }
+        if matches!(f.status, NodeStatus::Triggered | NodeStatus::Awake) {
+            return (true, Some(Evidence::StillRunning));
+        }
+        let signal = if f.signal_ns > 0 { f.signal_ns } else { start };
+        if f.status == NodeStatus::Finished
+            && f.busy_ns().is_some()
+            && f.finish_ns > signal + period
+        {
+            return (true, Some(Evidence::FinishedLate));
+        }
+        (false, None)
+    }
+}

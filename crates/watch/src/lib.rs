@@ -1,0 +1,22 @@
+//! The analysis behind `xrunlab watch`: xruns found in a live graph's per-cycle timing
+//! ([`Detector`]), the thread that does each node's work ([`mapping`]), and one card per xrun
+//! ([`card()`]) with the kernel's account of that thread from trace's `blame`, the analysis
+//! `run --explain` and the dashboard use too. Server-neutral: PipeWire's profiler and JACK2's
+//! kernel wake chain are turned into [`Cycle`]s by their adapters. Runs on watch's collector
+//! thread; nothing here runs on an audio thread, and its state is bounded (per-node histograms
+//! of fixed size), so a 24-hour watch stays flat.
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod card;
+pub mod detect;
+pub mod mapping;
+pub mod model;
+pub mod summary;
+pub mod words;
+
+pub use card::{card, Card, Case, Kernel, KernelAccount, KernelCulprit};
+pub use detect::{Detector, Evidence, NodeStats, Xrun};
+pub use mapping::{confirm, map_node, Confidence, Mapping, RtThread};
+pub use model::{Cycle, NodeInfo, NodeStatus, NodeTiming};
+pub use summary::{CulpritLine, NodeSummary, Summary, Tally};

@@ -1,0 +1,406 @@
+//! watch's analysis on synthetic cycles, fixture /proc trees and fixture kernel event streams:
+//! each xrun rule, each card case, the thread mapping's confidence, and bounded state. Runs on
+//! the test harness threads; no server or kernel access.
+
+use xrunlab_testkit::FixtureTree;
+use xrunlab_trace::{Comm, EventKind, TaskIdentity, TaskLookup, TraceEvent, Window};
+use xrunlab_watch::{
+    card, confirm, map_node, words, Case, Confidence, Cycle, Detector, Evidence, Kernel, NodeInfo,
+    NodeStatus, NodeTiming,
+};
+
+const US: u64 = 1_000;
+const PERIOD: u64 = 5_333_333; // 256 frames at 48 kHz
+
+fn node(id: u32, signal: u64, wait: u64, busy: Option<u64>, status: NodeStatus) -> NodeTiming {
+    let awake = if wait == u64::MAX { 0 } else { signal + wait };
+    NodeTiming {
+        id,
+        name: format!("node{id}"),
+        signal_ns: signal,
+        awake_ns: awake,
+        // A node still running carries an earlier finish, as PipeWire reports it.
+        finish_ns: busy.map_or(signal.saturating_sub(PERIOD), |b| awake + b),
+        status,
+        xruns: None,
+    }
+}
+
+fn cycle(seq: u64, followers: Vec<NodeTiming>, driver_xruns: Option<u32>) -> Cycle {
+    let start = 1_000_000_000 + seq * PERIOD;
+    Cycle {
+        seq,
+        rate: 48_000,
+        quantum: 256,
+        driver: NodeTiming {
+            id: 1,
+            name: "Dummy-Driver".into(),
+            signal_ns: start,
+            awake_ns: start + 50 * US,
+            finish_ns: start + 60 * US,
+            status: NodeStatus::Finished,
+            xruns: driver_xruns,
+        },
+        followers,
+        driver_xruns,
+    }
+}
+
+fn start(seq: u64) -> u64 {
+    1_000_000_000 + seq * PERIOD
+}
+
+fn normal(seq: u64) -> Cycle {
+    cycle(
+        seq,
+        vec![node(
+            7,
+            start(seq) + US,
+            20 * US,
+            Some(100 * US),
+            NodeStatus::Finished,
+        )],
+        Some(0),
+    )
+}
+
+#[test]
+fn normal_cycles_are_no_xrun_and_build_the_medians() {
+    let mut d = Detector::new();
+    for seq in 0..100 {
+        assert!(d.cycle(&normal(seq)).is_empty());
+    }
+    let s = &d.nodes()[&7];
+    assert_eq!((s.cycles, s.err_cycles, s.xruns), (100, 0, 0));
+    assert_eq!(s.median_busy_ns(), Some(100 * US));
+    assert_eq!(s.median_wait_ns(), Some(20 * US));
+}
+
+#[test]
+fn a_follower_still_awake_at_the_next_cycle_is_one_xrun_however_many_cycles_it_spans() {
+    let mut d = Detector::new();
+    for seq in 0..10 {
+        d.cycle(&normal(seq));
+    }
+    // 0.3.65's records of an 8 ms overrun: awake in two records in a row, then finished again.
+    let late = |seq| {
+        cycle(
+            seq,
+            vec![node(7, start(seq) + US, 20 * US, None, NodeStatus::Awake)],
+            Some(0),
+        )
+    };
+    let first = d.cycle(&late(10));
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].evidence, Evidence::StillRunning);
+    assert_eq!(first[0].node.as_ref().map(|n| n.id), Some(7));
+    assert_eq!(first[0].deadline_ns, start(10) + US + PERIOD);
+    assert!(
+        d.cycle(&late(11)).is_empty(),
+        "the same overrun, one cycle later"
+    );
+    assert!(d.cycle(&normal(12)).is_empty());
+    assert_eq!(
+        d.cycle(&late(13)).len(),
+        1,
+        "a new overrun after a finished cycle"
+    );
+    let s = &d.nodes()[&7];
+    assert_eq!(
+        (s.err_cycles, s.xruns),
+        (3, 2),
+        "ERR counts cycles, xruns count overruns"
+    );
+}
+
+#[test]
+fn a_rising_node_count_or_a_finish_after_the_next_signal_is_an_xrun() {
+    let mut d = Detector::new();
+    let counted = |seq, n| {
+        let mut t = node(
+            7,
+            start(seq) + US,
+            20 * US,
+            Some(100 * US),
+            NodeStatus::Finished,
+        );
+        t.xruns = Some(n);
+        cycle(seq, vec![t], None)
+    };
+    assert!(
+        d.cycle(&counted(0, 4)).is_empty(),
+        "a count seen first is the baseline"
+    );
+    let x = d.cycle(&counted(1, 5));
+    assert_eq!(x.len(), 1);
+    assert_eq!(x[0].evidence, Evidence::NodeCount);
+
+    let mut d = Detector::new();
+    let long = cycle(
+        0,
+        vec![node(
+            7,
+            start(0) + US,
+            20 * US,
+            Some(PERIOD),
+            NodeStatus::Finished,
+        )],
+        None,
+    );
+    let x = d.cycle(&long);
+    assert_eq!(x.len(), 1);
+    assert_eq!(x[0].evidence, Evidence::FinishedLate);
+}
+
+#[test]
+fn a_driver_count_rise_with_every_node_in_time_is_driver_side() {
+    let mut d = Detector::new();
+    d.cycle(&normal(0));
+    let mut c = normal(1);
+    c.driver_xruns = Some(1);
+    let x = d.cycle(&c);
+    assert_eq!(x.len(), 1);
+    assert_eq!(x[0].evidence, Evidence::DriverCount);
+    assert!(x[0].node.is_none());
+    let card = card(&x[0], None, None, Kernel::Missing("not asked"));
+    assert_eq!(card.case, Case::DriverSide);
+    assert!(
+        words::verdict(&card).contains("driver-side"),
+        "{}",
+        words::verdict(&card)
+    );
+}
+
+fn first_xrun(late: NodeTiming) -> xrunlab_watch::Xrun {
+    let mut d = Detector::new();
+    d.node(NodeInfo {
+        id: 7,
+        name: "node7".into(),
+        app_name: Some("synth".into()),
+        pid: Some(4242),
+    });
+    for seq in 0..20 {
+        d.cycle(&normal(seq));
+    }
+    let mut x = d.cycle(&cycle(20, vec![late], Some(0)));
+    assert_eq!(x.len(), 1);
+    x.remove(0)
+}
+
+#[test]
+fn a_node_that_started_in_time_and_overran_ran_long_and_without_kernel_events_says_why() {
+    let x = first_xrun(node(7, start(20) + US, 20 * US, None, NodeStatus::Awake));
+    let c = card(
+        &x,
+        Some("synth".into()),
+        None,
+        Kernel::Missing("tracing needs root or CAP_PERFMON"),
+    );
+    assert_eq!(c.case, Case::RanLong);
+    assert!(c.busy_at_least, "still running: BUSY is a lower bound");
+    assert_eq!(c.wait_us, Some(20.0));
+    let text = words::verdict(&c);
+    assert!(
+        text.contains("\"node7\" ran long: BUSY at least 5.31 ms, median 0.10 ms"),
+        "{text}"
+    );
+    assert!(
+        text.contains("no kernel events: tracing needs root or CAP_PERFMON"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_node_that_never_started_is_never_woke() {
+    let x = first_xrun(node(
+        7,
+        start(20) + US,
+        u64::MAX,
+        None,
+        NodeStatus::Triggered,
+    ));
+    assert_eq!(
+        card(&x, None, None, Kernel::Missing("-")).case,
+        Case::NeverWoke
+    );
+}
+
+/// A process tree with one SCHED_FIFO 88 thread (tid 4243) in pid 4242, and a hog (pid 999).
+fn procs() -> FixtureTree {
+    let t = FixtureTree::new("watch-procs");
+    let stat = |tid: i32, comm: &str, prio: u32, policy: u32| {
+        // pid (comm) state, then fields 4..=52 with rt_priority (40) and policy (41) set.
+        let mut f: Vec<String> = (4..=52).map(|_| "0".to_string()).collect();
+        f[40 - 4] = prio.to_string();
+        f[41 - 4] = policy.to_string();
+        format!("{tid} ({comm}) S {}\n", f.join(" "))
+    };
+    t.write("4242/task/4242/stat", &stat(4242, "synth", 0, 0));
+    t.write("4242/task/4242/comm", "synth\n");
+    t.write("4242/task/4243/stat", &stat(4243, "data-loop.0", 83, 1));
+    t.write("4242/task/4243/comm", "data-loop.0\n");
+    t.write("5000/task/5000/stat", &stat(5000, "idle-app", 0, 0));
+    t.write("6000/task/6001/stat", &stat(6001, "a", 80, 1));
+    t.write("6000/task/6001/comm", "a\n");
+    t.write("6000/task/6002/stat", &stat(6002, "b", 80, 2));
+    t.write("6000/task/6002/comm", "b\n");
+    t
+}
+
+#[test]
+fn the_mapping_says_how_sure_it_is() {
+    let t = procs();
+    let one = map_node(t.path(), Some(4242));
+    assert_eq!(one.confidence, Confidence::Medium);
+    assert_eq!(
+        one.thread.as_ref().map(|t| (t.tid, t.policy.as_str())),
+        Some((4243, "SCHED_FIFO 83"))
+    );
+    assert_eq!(
+        map_node(t.path(), Some(5000)).confidence,
+        Confidence::Low,
+        "no RT thread"
+    );
+    assert_eq!(
+        map_node(t.path(), None).confidence,
+        Confidence::Low,
+        "no pid"
+    );
+    let two = map_node(t.path(), Some(6000));
+    assert_eq!(two.confidence, Confidence::Low);
+    assert!(two.reason.contains("one of 2"), "{}", two.reason);
+
+    // The kernel shows tid 6002 switching in at the node's wake-ups: that settles it.
+    let awake: Vec<u64> = (0..5).map(|i| start(i) + 30 * US).collect();
+    let events: Vec<TraceEvent> = awake
+        .iter()
+        .map(|&a| switch(a + 5 * US, 1, ("swapper/1", 0, 120, 0), ("b", 6002, 19)))
+        .collect();
+    let mut m = two.clone();
+    confirm(&mut m, t.path(), &events, &awake);
+    assert_eq!(m.confidence, Confidence::High);
+    assert_eq!(m.thread.map(|t| t.tid), Some(6002));
+    let mut unconfirmed = two;
+    confirm(&mut unconfirmed, t.path(), &events[..2], &awake);
+    assert_eq!(
+        unconfirmed.confidence,
+        Confidence::Low,
+        "2 of 5 cycles do not confirm"
+    );
+}
+
+fn switch(ts: u64, cpu: u16, prev: (&str, i32, i32, i64), next: (&str, i32, i32)) -> TraceEvent {
+    TraceEvent {
+        ts_ns: ts,
+        cpu,
+        kind: EventKind::Switch {
+            prev_comm: Comm::new(prev.0.as_bytes()),
+            prev_tid: prev.1,
+            prev_prio: prev.2,
+            prev_state: prev.3,
+            next_comm: Comm::new(next.0.as_bytes()),
+            next_tid: next.1,
+            next_prio: next.2,
+        },
+    }
+}
+
+struct Hogs;
+
+impl TaskLookup for Hogs {
+    fn lookup(&self, tid: i32) -> Option<TaskIdentity> {
+        (tid == 999).then(|| TaskIdentity {
+            pid: 999,
+            comm: "hog".into(),
+            policy: "SCHED_FIFO 90".into(),
+        })
+    }
+}
+
+#[test]
+fn a_node_held_off_its_cpu_by_a_fifo_hog_woke_late_and_the_card_names_the_hog() {
+    let signal = start(20) + US;
+    // The node's thread is woken at its signal but a SCHED_FIFO 90 hog holds CPU 1 for 4 ms.
+    let late = node(7, signal, 4_000 * US, Some(100 * US), NodeStatus::Finished);
+    let x = first_xrun(NodeTiming {
+        finish_ns: signal + 4_000 * US + 2_000 * US,
+        ..late
+    });
+    let mut events = vec![
+        switch(
+            signal - 500 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("hog", 999, 9),
+        ),
+        TraceEvent {
+            ts_ns: signal,
+            cpu: 0,
+            kind: EventKind::Wakeup {
+                comm: Comm::new(b"data-loop.0"),
+                tid: 4243,
+                prio: 16,
+                target_cpu: 1,
+                waking: true,
+                waker_tid: 1,
+                in_interrupt: false,
+            },
+        },
+        switch(
+            signal + 4_000 * US,
+            1,
+            ("hog", 999, 9, 0),
+            ("data-loop.0", 4243, 16),
+        ),
+        switch(
+            signal + 6_000 * US,
+            1,
+            ("data-loop.0", 4243, 16, 1),
+            ("swapper/1", 0, 120),
+        ),
+    ];
+    events.sort_by_key(|e| e.ts_ns);
+    let window = Window {
+        t0_ns: signal - 20_000_000,
+        t1_ns: signal + 10_000_000,
+        events,
+        lost_events: 0,
+        complete: true,
+    };
+    let t = procs();
+    let mapping = map_node(t.path(), Some(4242));
+    let c = card(&x, None, Some(mapping), Kernel::Window(&window, &Hogs));
+    assert_eq!(c.case, Case::WokeLate, "{c:?}");
+    let k = c.kernel.as_ref().expect("kernel account");
+    let culprit = k.main_culprit.as_ref().expect("a culprit");
+    assert_eq!(
+        (culprit.name.as_str(), culprit.pid, culprit.policy.as_str()),
+        ("hog", Some(999), "SCHED_FIFO 90")
+    );
+    assert!(culprit.us > 3_000.0, "{culprit:?}");
+    let text = words::verdict(&c);
+    assert!(
+        text.contains("woke late") && text.contains("behind hog on CPU1 (pid 999, SCHED_FIFO 90)"),
+        "{text}"
+    );
+    // The record type goes to --json-lines and comes back.
+    let line = serde_json::to_string(&c).expect("serializes");
+    let back: xrunlab_watch::Card = serde_json::from_str(&line).expect("reads back");
+    assert_eq!(back, c);
+}
+
+#[test]
+fn state_stays_bounded_over_many_cycles() {
+    let mut d = Detector::new();
+    for seq in 0..200_000 {
+        let mut c = normal(seq);
+        if seq % 1000 == 999 {
+            c.followers[0].status = NodeStatus::Awake;
+            c.followers[0].finish_ns = 0;
+        }
+        d.cycle(&c);
+    }
+    assert_eq!(d.nodes().len(), 1, "one entry per node, not per cycle");
+    let (cycles, xruns, _) = d.totals();
+    assert_eq!((cycles, xruns), (200_000, 200));
+}
