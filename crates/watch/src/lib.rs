@@ -10,6 +10,7 @@
 
 pub mod card;
 pub mod detect;
+pub mod jack_chain;
 pub mod mapping;
 pub mod model;
 pub mod summary;

@@ -404,3 +404,77 @@ fn state_stays_bounded_over_many_cycles() {
     let (cycles, xruns, _) = d.totals();
     assert_eq!((cycles, xruns), (200_000, 200));
 }
+
+#[test]
+fn jack_client_timing_comes_from_the_wake_chain_and_shows_the_overrun() {
+    use xrunlab_watch::jack_chain::{derive_cycles, ChainThreads, Period};
+    let (server, client) = (17920, 17927);
+    let wake = |ts: u64| TraceEvent {
+        ts_ns: ts,
+        cpu: 1,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(b"late"),
+            tid: client,
+            prio: 24,
+            target_cpu: 0,
+            waking: true,
+            waker_tid: server,
+            in_interrupt: false,
+        },
+    };
+    let mut events = Vec::new();
+    for i in 0..8u64 {
+        let s = start(i);
+        // The client is busy through cycle 3's start, so the server does not wake it then.
+        if i == 3 {
+            continue;
+        }
+        let run = if i == 2 { 7_000 * US } else { 20 * US };
+        events.push(wake(s));
+        events.push(switch(
+            s + 15 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("late", client, 24),
+        ));
+        events.push(switch(
+            s + 15 * US + run,
+            0,
+            ("late", client, 24, 1),
+            ("swapper/0", 0, 120),
+        ));
+    }
+    events.sort_by_key(|e| e.ts_ns);
+    let threads = ChainThreads {
+        server_tid: server,
+        clients: vec![(1, "late".into(), client)],
+    };
+    let cycles = derive_cycles(
+        &events,
+        &threads,
+        Period {
+            frames: 256,
+            rate: 48_000,
+        },
+    );
+    assert_eq!(
+        cycles.len(),
+        6,
+        "8 starts seen as 7 (none at 3), the last left open"
+    );
+    let c0 = &cycles[0].followers[0];
+    assert_eq!(
+        (c0.signal_ns, c0.awake_ns, c0.finish_ns),
+        (start(0), start(0) + 15 * US, start(0) + 35 * US)
+    );
+    assert_eq!(c0.status, NodeStatus::Finished);
+    let mut d = Detector::new();
+    let xruns: Vec<_> = cycles.iter().flat_map(|c| d.cycle(c)).collect();
+    assert_eq!(xruns.len(), 1, "{xruns:?}");
+    assert_eq!(xruns[0].evidence, Evidence::FinishedLate);
+    assert_eq!(xruns[0].node.as_ref().map(|n| n.signal_ns), Some(start(2)));
+    assert_eq!(
+        card(&xruns[0], None, None, Kernel::Missing("-")).case,
+        Case::RanLong
+    );
+}
