@@ -42,7 +42,7 @@ fn offset_to(client: &Client, clock: libc::clockid_t) -> i64 {
         let width = after - before;
         // jack_get_time truncates to whole microseconds: its true value lies half a microsecond later on average.
         let offset = jack_ns + 500 - (before + width / 2);
-        if best.map_or(true, |(w, _)| width < w) {
+        if best.is_none_or(|(w, _)| width < w) {
             best = Some((width, offset));
         }
     }

@@ -191,7 +191,7 @@ impl<W: Write> PerfettoWriter<W> {
 
     /// Whether to write the slices of buffer `seq` under `every_nth_buffer`.
     pub fn keep_buffer(&self, seq: u64) -> bool {
-        seq % u64::from(self.options.every_nth_buffer.max(1)) == 0
+        seq.is_multiple_of(u64::from(self.options.every_nth_buffer.max(1)))
     }
 
     /// Names a process track.

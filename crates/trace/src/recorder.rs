@@ -370,7 +370,7 @@ impl Tracer {
             if self.shared.drained_until_ns.load(Ordering::Acquire) >= t_ns {
                 return true;
             }
-            if now_ns() > give_up || self.reader.as_ref().map_or(true, |h| h.is_finished()) {
+            if now_ns() > give_up || self.reader.as_ref().is_none_or(|h| h.is_finished()) {
                 return false;
             }
             std::thread::sleep(self.poll / 4);

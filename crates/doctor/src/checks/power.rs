@@ -297,7 +297,7 @@ fn smt(ctx: &Ctx) -> Finding {
     // One sibling of each core: the CPUs audio can use without sharing a core.
     let mut firsts: Vec<usize> = topo
         .iter()
-        .filter(|t| t.smt_siblings.first().map_or(true, |&s| s == t.id))
+        .filter(|t| t.smt_siblings.first().is_none_or(|&s| s == t.id))
         .map(|t| t.id)
         .collect();
     firsts.sort_unstable();

@@ -19,7 +19,7 @@ fn longest_run(seen: &[BufferReport]) -> Vec<&BufferReport> {
     let mut best: Vec<&BufferReport> = Vec::new();
     let mut run: Vec<&BufferReport> = Vec::new();
     for b in seen {
-        if b.incomplete() && run.last().map_or(true, |p| p.seq + 1 == b.seq) {
+        if b.incomplete() && run.last().is_none_or(|p| p.seq + 1 == b.seq) {
             run.push(b);
         } else {
             run = if b.incomplete() { vec![b] } else { Vec::new() };

@@ -43,7 +43,7 @@ impl ProcessHandler for Late {
         }
         self.cycle += 1;
         self.out.as_mut_slice(ps).fill(0.0);
-        if self.cycle % self.every == 0 {
+        if self.cycle.is_multiple_of(self.every) {
             let start = monotonic_ns();
             while monotonic_ns() - start < self.busy_ns {
                 std::hint::spin_loop();
