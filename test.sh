@@ -32,6 +32,12 @@ fi
 
 # Tests that need root or an installed service are #[ignore]d with their reason
 # and run here (CI runs as root), so a run without them never passes silently.
+# The rules the code claims, checked rather than remembered: formatting, clippy with warnings
+# as errors (including the real-time modules' disallowed allocation and lock calls), rustdoc.
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --locked
+
 # The JACK and watch tests drive a real late client (crates/jack-testkit); cargo builds a
 # package's binaries only for that package's tests, so build it first.
 cargo build -p xrunlab-jack-testkit --bins --locked
