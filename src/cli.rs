@@ -40,6 +40,48 @@ pub enum Command {
     Capacity(crate::lab_cli::CapacityArgs),
     /// Draw result files (run and experiment JSON) in one self-contained HTML page.
     Report(ReportArgs),
+    /// Name the culprit of every xrun in the live PipeWire or JACK graph: the late node, and
+    /// what the kernel says took its time. Read-only: it changes nothing in the graph.
+    Watch(WatchArgs),
+}
+
+/// Which audio server `watch` follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WatchServer {
+    /// PipeWire when its socket answers, otherwise JACK.
+    Auto,
+    /// PipeWire, through its profiler (needs a build with the `pipewire` feature).
+    Pipewire,
+    /// JACK2, as a passive client (needs a build with the `jack` feature).
+    Jack,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The server to watch.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub server: WatchServer,
+    /// The JACK server's name (`jackd -n NAME`); JACK_DEFAULT_SERVER otherwise.
+    #[arg(long, value_name = "NAME")]
+    pub jack_server: Option<String>,
+    /// Stop after this long (e.g. 60s, 10m); otherwise until Ctrl-C, SIGTERM or SIGHUP.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Write one JSON record per xrun here, flushed as each happens.
+    #[arg(long, value_name = "FILE")]
+    pub json_lines: Option<PathBuf>,
+    /// Write the summary here at the end (atomically, with provenance).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a Perfetto trace: one slice per node per cycle, the xruns, and the kernel's events.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Do not record kernel events: cards from the server's timing alone.
+    #[arg(long)]
+    pub no_kernel: bool,
+    /// Plain lines instead of the live view (also when standard output is not a terminal).
+    #[arg(long)]
+    pub batch: bool,
 }
 
 #[derive(Debug, Args)]

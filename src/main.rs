@@ -20,6 +20,8 @@ mod run_cmd;
 mod signals;
 mod summary_text;
 mod trace_file;
+mod watch_cmd;
+mod watch_source;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Doctor(args)) => doctor_cmd::doctor(args),
         Some(cli::Command::Capacity(args)) => lab_cmd::capacity(args),
         Some(cli::Command::Report(args)) => report_cmd::report(args),
+        Some(cli::Command::Watch(args)) => watch_cmd::watch(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

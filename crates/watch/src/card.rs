@@ -2,7 +2,7 @@
 //! the kernel's account of its thread where events were recorded (trace's `blame`, the same
 //! analysis `run --explain` uses). Built on watch's collector thread; [`crate::words`] renders it.
 
-use crate::detect::Xrun;
+use crate::detect::{Evidence, Xrun};
 use crate::mapping::Mapping;
 use serde::{Deserialize, Serialize};
 use xrunlab_trace::{blame, AudioThread, BlameCard, BlameInput, TaskLookup, Window};
@@ -19,6 +19,9 @@ pub enum Case {
     RanLong,
     /// Every node finished in time: the device or its driver was late.
     DriverSide,
+    /// The server reported an xrun, and nothing says which node was late (JACK2 without kernel
+    /// events).
+    Unattributed,
 }
 
 /// A culprit the kernel named, flattened for the record.
@@ -132,9 +135,15 @@ pub fn card(
 ) -> Card {
     let period_ns = u64::from(xrun.quantum) * 1_000_000_000 / u64::from(xrun.rate.max(1));
     let Some(node) = &xrun.node else {
+        let (case, kernel_missing) = match (xrun.evidence, kernel) {
+            (Evidence::ServerReported, Kernel::Missing(why)) => {
+                (Case::Unattributed, Some(why.to_owned()))
+            }
+            _ => (Case::DriverSide, None),
+        };
         return Card {
             xrun: xrun.clone(),
-            case: Case::DriverSide,
+            case,
             app_name,
             mapping: None,
             wait_us: None,
@@ -142,7 +151,7 @@ pub fn card(
             busy_at_least: false,
             period_us: us(period_ns),
             kernel: None,
-            kernel_missing: None,
+            kernel_missing,
         };
     };
     let wait = node.wait_ns();

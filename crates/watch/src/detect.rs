@@ -29,6 +29,8 @@ pub enum Evidence {
     FinishedLate,
     /// The driver's xrun count went up while the graph finished in time.
     DriverCount,
+    /// The server reported an xrun (JACK2's xrun callback) and nothing else is known yet.
+    ServerReported,
 }
 
 /// One xrun, as the cycles show it (before the kernel's events are added).
@@ -171,6 +173,39 @@ impl Detector {
     /// The nodes' figures, by id.
     pub fn nodes(&self) -> &BTreeMap<u32, NodeStats> {
         &self.nodes
+    }
+
+    /// Counts an xrun the server reported without saying which node (JACK2's callback), for
+    /// which the cycles gave no late node: numbered like the others.
+    pub fn server_reported(&mut self, at_ns: u64, period: (u32, u32)) -> Xrun {
+        self.xruns += 1;
+        let (quantum, rate) = period;
+        Xrun {
+            number: self.xruns,
+            cycle: self.cycles,
+            node: None,
+            evidence: Evidence::ServerReported,
+            cycle_start_ns: at_ns,
+            deadline_ns: at_ns,
+            quantum,
+            rate,
+            median_wait_ns: None,
+            median_busy_ns: None,
+        }
+    }
+
+    /// Counts a node's xrun that an adapter found in cycles it rebuilt itself (JACK2's wake
+    /// chain, looked at around each reported xrun): renumbers it in this detector's series and
+    /// adds it to the node's figures.
+    pub fn adopt(&mut self, mut x: Xrun) -> Xrun {
+        self.xruns += 1;
+        x.number = self.xruns;
+        if let Some(n) = &x.node {
+            let s = self.stats(n);
+            s.xruns += 1;
+            s.err_cycles += 1;
+        }
+        x
     }
 
     /// Cycles seen, xruns found, and the driver-side ones among them.

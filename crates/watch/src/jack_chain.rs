@@ -109,11 +109,18 @@ fn client_timing(
     t
 }
 
-/// Per-cycle timings of every client, from a time-sorted window of kernel events. The last
-/// start in the window has no successor and is left out (its clients may not have finished).
+/// Per-cycle timings of every client, from a time-sorted window of kernel events. A cycle ends
+/// at the next start; the last start counts only when the window reaches two periods past it (a
+/// client still running then is late, not cut off by the window's end).
 pub fn derive_cycles(events: &[TraceEvent], threads: &ChainThreads, period: Period) -> Vec<Cycle> {
     let period_ns = period.ns();
-    let starts = cycle_starts(events, threads, period_ns);
+    let mut starts = cycle_starts(events, threads, period_ns);
+    let window_end = events.last().map_or(0, |e| e.ts_ns);
+    if let Some(&last) = starts.last() {
+        if window_end >= last + 2 * period_ns {
+            starts.push(last + period_ns);
+        }
+    }
     starts
         .windows(2)
         .enumerate()

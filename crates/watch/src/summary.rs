@@ -82,7 +82,7 @@ impl Tally {
             return;
         };
         self.with_kernel += 1;
-        if let Some(c) = &k.main_culprit {
+        if let Some(c) = k.main_culprit.as_ref().filter(|c| c.kind != "idle") {
             let line = self
                 .culprits
                 .entry((c.kind.clone(), c.name.clone(), c.pid))
@@ -140,5 +140,6 @@ pub fn case_name(case: Case) -> &'static str {
         Case::WokeLate => "woke_late",
         Case::RanLong => "ran_long",
         Case::DriverSide => "driver_side",
+        Case::Unattributed => "unattributed",
     }
 }

@@ -4,14 +4,33 @@
 use crate::card::{Card, Case};
 use crate::mapping::Confidence;
 
+/// A duration given in µs, in the unit that keeps its digits: `12 µs`, `0.35 ms`, `5.31 ms`.
+pub fn dur(us: f64) -> String {
+    // A sum of nothing can come out as -0.0.
+    let us = us.max(0.0);
+    if us < 100.0 {
+        format!("{us:.0} µs")
+    } else {
+        format!("{:.2} ms", us / 1000.0)
+    }
+}
+
 fn ms(us: f64) -> String {
-    format!("{:.2} ms", us / 1000.0)
+    dur(us)
 }
 
 /// The card's one line: which node, which case, the figures, and the kernel's culprit.
 pub fn verdict(card: &Card) -> String {
     let x = &card.xrun;
     let Some(node) = &x.node else {
+        if card.case == Case::Unattributed {
+            return format!(
+                "xrun {}: the server reported an xrun but does not say which node was late (no \
+                 kernel events: {})",
+                x.number,
+                card.kernel_missing.as_deref().unwrap_or("not recorded")
+            );
+        }
         return format!(
             "xrun {} (cycle {}): driver-side: every node finished in time, so the device or its \
              driver was late",
@@ -40,36 +59,44 @@ pub fn verdict(card: &Card) -> String {
             median(x.median_busy_ns),
             ms(card.period_us)
         ),
-        Case::DriverSide => unreachable!("a driver-side card has no node"),
+        Case::DriverSide | Case::Unattributed => format!("{who} was late"),
     };
     let kernel = match (&card.kernel, &card.kernel_missing) {
         (Some(k), _) => match &k.main_culprit {
-            Some(c) if c.kind == "task" => {
-                format!(
-                    "; kernel: {} {} on CPU{} ({}{})",
-                    if card.case == Case::RanLong {
-                        "preempted by"
-                    } else {
-                        "behind"
-                    },
-                    c.name,
-                    c.cpu,
-                    c.pid.map(|p| format!("pid {p}, ")).unwrap_or_default(),
-                    if c.policy.is_empty() {
-                        "policy unknown".into()
-                    } else {
-                        c.policy.clone()
-                    }
-                ) + &format!(", {}", ms(c.us))
-            }
-            Some(c) => format!(
-                "; kernel: {} {} on CPU{}, {}",
-                c.kind,
+            // An idle CPU takes no time from anyone; what it means is in the kernel's verdict.
+            Some(c) if c.kind == "task" => format!(
+                "; kernel: {} {} on CPU{} ({}{}), {}",
+                if card.case == Case::RanLong {
+                    "preempted by"
+                } else {
+                    "behind"
+                },
                 c.name,
                 c.cpu,
+                c.pid.map(|p| format!("pid {p}, ")).unwrap_or_default(),
+                if c.policy.is_empty() {
+                    "policy unknown".into()
+                } else {
+                    c.policy.clone()
+                },
                 ms(c.us)
             ),
-            None => format!("; kernel: {}", k.verdict),
+            Some(c) if c.kind != "idle" => {
+                format!(
+                    "; kernel: {} {} on CPU{}, {}",
+                    c.kind,
+                    c.name,
+                    c.cpu,
+                    ms(c.us)
+                )
+            }
+            _ => format!(
+                "; kernel: on its CPU {}, runnable but waiting {}, blocked {}, interrupts {}",
+                ms(k.ran_us),
+                ms(k.waited_us),
+                ms(k.blocked_us),
+                ms(k.interrupt_us)
+            ),
         },
         (None, Some(why)) => format!(" (no kernel events: {why})"),
         (None, None) => String::new(),

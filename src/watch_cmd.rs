@@ -1,0 +1,606 @@
+//! `xrunlab watch`: follows a live PipeWire or JACK graph, and for every xrun prints (and writes)
+//! a card naming the late node and what took its time; runs on the main thread, with the kernel
+//! tracer's reader and the server client's loop on threads of their own. Read-only: it changes
+//! nothing in the graph, the quantum, priorities or affinity.
+
+use crate::cli::{WatchArgs, WatchServer};
+use crate::csv_out::partial_path;
+use crate::files;
+use crate::signals::StopSignals;
+use crate::watch_source::{self, Source, SourceEvent};
+use crate::Failure;
+use serde::Serialize;
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use xrunlab_sys::provenance::Provenance;
+use xrunlab_trace::blame::{LEAD_IN_NS, MARGIN_NS};
+use xrunlab_trace::perfetto::KERNEL_PID;
+use xrunlab_trace::{
+    now_ns, PerfettoOptions, PerfettoWriter, ProcLookup, TraceOptions, Tracer, Track,
+};
+use xrunlab_watch::jack_chain::derive_cycles;
+use xrunlab_watch::{
+    card, confirm, map_node, words, Card, Detector, Kernel, Mapping, Summary, Tally, Xrun,
+};
+
+/// The result file's schema.
+const SCHEMA: &str = "xrunlab.watch.v1";
+/// How long after an xrun's deadline the kernel's events are taken: the tracer's reader drains
+/// every 10 ms, so this leaves it time to have the whole window.
+const SETTLE_NS: u64 = MARGIN_NS + 50_000_000;
+/// JACK2 sends its xrun notification after the late cycle: the wake chain is read this far back.
+const JACK_LOOKBACK_NS: u64 = 60_000_000;
+/// ... and this far ahead, so that a client still running at the notification is seen finishing.
+const JACK_LOOKAHEAD_NS: u64 = 30_000_000;
+/// Recent wake-ups kept per node to confirm its thread against the kernel's switch-ins.
+const AWAKE_HISTORY: usize = 32;
+/// How often --json is rewritten while watching, so a killed watch leaves a recent summary.
+const CHECKPOINT: Duration = Duration::from_secs(10);
+
+/// The --json file.
+#[derive(Serialize)]
+struct WatchResult<'a> {
+    schema: &'static str,
+    provenance: &'a Provenance,
+    server: &'a str,
+    duration_s: f64,
+    end_reason: &'a str,
+    checkpoint: bool,
+    kernel_events: KernelNote<'a>,
+    profiler_gaps: u64,
+    summary: Summary,
+}
+
+#[derive(Serialize)]
+struct KernelNote<'a> {
+    recorded: bool,
+    note: &'a str,
+    lost: u64,
+}
+
+/// The kernel side: a running tracer, or why there is none.
+struct KernelSide {
+    tracer: Option<Tracer>,
+    missing: String,
+    cpus: Vec<usize>,
+}
+
+impl KernelSide {
+    fn start(no_kernel: bool) -> KernelSide {
+        let cpus = xrunlab_sys::online_cpus(Path::new("/sys"));
+        if no_kernel {
+            return KernelSide {
+                tracer: None,
+                missing: "not recorded (--no-kernel)".into(),
+                cpus,
+            };
+        }
+        match Tracer::start(&cpus, &TraceOptions::default()) {
+            Ok(t) => KernelSide {
+                tracer: Some(t),
+                missing: String::new(),
+                cpus,
+            },
+            Err(e) => KernelSide {
+                tracer: None,
+                missing: format!(
+                    "{e}. Run as root, or give the binary CAP_PERFMON (with perf_event_paranoid \
+                     ≤ 2) and read access to tracefs's event formats"
+                ),
+                cpus,
+            },
+        }
+    }
+}
+
+/// Where the xrun lines and records go.
+struct Output {
+    started: Instant,
+    lines: Option<(BufWriter<File>, PathBuf, PathBuf)>,
+    trace: Option<PerfettoWriter>,
+    tracks: HashMap<u32, Track>,
+}
+
+impl Output {
+    fn card(
+        &mut self,
+        c: &Card,
+        window: Option<&xrunlab_trace::Window>,
+        cpus: &[usize],
+    ) -> Result<(), Failure> {
+        let verdict = words::verdict(c);
+        println!("[{:8.3} s] {verdict}", self.started.elapsed().as_secs_f64());
+        if let Some((out, _, partial)) = self.lines.as_mut() {
+            let record = json!({"verdict": verdict, "card": c});
+            serde_json::to_writer(&mut *out, &record).map_err(|e| {
+                Failure::Runtime(format!("cannot write {}: {e}", partial.display()))
+            })?;
+            // One record a line, on disk as it happens: a killed watch loses none.
+            writeln!(out).and_then(|_| out.flush()).map_err(|e| {
+                Failure::Runtime(format!("cannot write {}: {e}", partial.display()))
+            })?;
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let track = c
+                .xrun
+                .node
+                .as_ref()
+                .and_then(|n| self.tracks.get(&n.id).copied())
+                .unwrap_or(Track {
+                    pid: KERNEL_PID,
+                    tid: 0,
+                });
+            t.dropout(track, c.xrun.deadline_ns, &verdict, json!(c));
+            if let Some(w) = window {
+                t.kernel_events(&w.events, cpus);
+            }
+        }
+        Ok(())
+    }
+
+    fn cycle(&mut self, c: &xrunlab_watch::Cycle, names: &BTreeMap<u32, (String, Option<i32>)>) {
+        let Some(t) = self.trace.as_mut() else {
+            return;
+        };
+        for n in &c.followers {
+            let track = *self.tracks.entry(n.id).or_insert_with(|| {
+                // Nodes without a known process share one synthetic process, a track each.
+                let (name, pid) = names.get(&n.id).cloned().unwrap_or((n.name.clone(), None));
+                let track = Track {
+                    pid: pid.unwrap_or(KERNEL_PID + 1),
+                    tid: (1 << 29) + n.id as i32,
+                };
+                t.thread_name(track, &format!("node {name}"));
+                track
+            });
+            if let Some(w) = n.wait_ns() {
+                t.slice(
+                    track,
+                    "wait",
+                    "node",
+                    n.signal_ns,
+                    w,
+                    json!({"cycle": c.seq}),
+                );
+            }
+            if let Some(b) = n.busy_ns() {
+                t.slice(
+                    track,
+                    "busy",
+                    "node",
+                    n.awake_ns,
+                    b,
+                    json!({"cycle": c.seq}),
+                );
+            }
+        }
+    }
+}
+
+fn open_source(args: &WatchArgs) -> Result<Box<dyn Source>, Failure> {
+    let jack = || watch_source::open_jack(args.jack_server.as_deref());
+    let opened = match args.server {
+        WatchServer::Pipewire => watch_source::open_pipewire(),
+        WatchServer::Jack => jack(),
+        WatchServer::Auto if watch_source::pipewire_answers() => watch_source::open_pipewire(),
+        WatchServer::Auto => {
+            jack().map_err(|e| format!("no PipeWire server answers on its socket, and JACK: {e}"))
+        }
+    };
+    opened.map_err(Failure::Runtime)
+}
+
+/// Everything the loop keeps between events; all of it bounded by the number of nodes.
+struct State {
+    detector: Detector,
+    tally: Tally,
+    names: BTreeMap<u32, (String, Option<i32>)>,
+    mappings: HashMap<u32, Mapping>,
+    awake: HashMap<u32, VecDeque<u64>>,
+    pending: VecDeque<Xrun>,
+    jack_xruns: VecDeque<u64>,
+    gaps: u64,
+}
+
+impl State {
+    fn mapping(&mut self, id: u32) -> Mapping {
+        let pid = self.names.get(&id).and_then(|n| n.1);
+        let m = self
+            .mappings
+            .entry(id)
+            .or_insert_with(|| map_node(Path::new("/proc"), pid));
+        if m.pid != pid {
+            *m = map_node(Path::new("/proc"), pid);
+        }
+        m.clone()
+    }
+
+    /// The card of `x`, with the kernel's events when they are recorded. `unattributed` says why
+    /// a server-reported xrun could not be tied to a node (JACK2 without the wake chain).
+    fn card_of(
+        &mut self,
+        x: &Xrun,
+        kernel: &KernelSide,
+        unattributed: Option<&str>,
+    ) -> (Card, Option<xrunlab_trace::Window>) {
+        let app = x
+            .node
+            .as_ref()
+            .and_then(|n| self.detector.nodes().get(&n.id))
+            .and_then(|s| s.info.app_name.clone());
+        let Some(node) = &x.node else {
+            let c = match unattributed {
+                Some(why) => card(x, app, None, Kernel::Missing(why)),
+                // The graph was seen finishing in time: driver-side.
+                None => {
+                    let seen = xrunlab_trace::Window {
+                        t0_ns: x.cycle_start_ns,
+                        t1_ns: x.deadline_ns,
+                        events: Vec::new(),
+                        lost_events: 0,
+                        complete: true,
+                    };
+                    card(
+                        x,
+                        app,
+                        None,
+                        Kernel::Window(&seen, &xrunlab_trace::NoLookup),
+                    )
+                }
+            };
+            return (c, None);
+        };
+        let mut mapping = self.mapping(node.id);
+        let Some(tracer) = &kernel.tracer else {
+            return (
+                card(x, app, Some(mapping), Kernel::Missing(&kernel.missing)),
+                None,
+            );
+        };
+        let signal = if node.signal_ns > 0 {
+            node.signal_ns
+        } else {
+            x.cycle_start_ns
+        };
+        let window = tracer.snapshot(signal.saturating_sub(LEAD_IN_NS), x.deadline_ns + MARGIN_NS);
+        let awake: Vec<u64> = self
+            .awake
+            .get(&node.id)
+            .map(|a| a.iter().copied().collect())
+            .unwrap_or_default();
+        confirm(&mut mapping, Path::new("/proc"), &window.events, &awake);
+        self.mappings.insert(node.id, mapping.clone());
+        let lookup = ProcLookup::new(Path::new("/proc"));
+        (
+            card(x, app, Some(mapping), Kernel::Window(&window, &lookup)),
+            Some(window),
+        )
+    }
+}
+
+/// Runs `xrunlab watch`.
+pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
+    for (flag, path) in [
+        ("--json", &args.json),
+        ("--json-lines", &args.json_lines),
+        ("--trace", &args.trace),
+    ] {
+        if let Some(p) = path {
+            files::check_writable(flag, p)?;
+        }
+    }
+    let signals = StopSignals::install().map_err(Failure::Runtime)?;
+    let mut provenance = Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        Path::new("/proc"),
+        Path::new("/sys"),
+    );
+    let mut source = open_source(args)?;
+    let server = source.describe();
+    let kernel = KernelSide::start(args.no_kernel);
+    let lines = match &args.json_lines {
+        Some(target) => {
+            let partial = partial_path(target);
+            let file = File::create(&partial).map_err(|e| {
+                Failure::Runtime(format!("cannot create {}: {e}", partial.display()))
+            })?;
+            Some((BufWriter::new(file), target.clone(), partial))
+        }
+        None => None,
+    };
+    let trace = match &args.trace {
+        Some(p) => Some(
+            PerfettoWriter::create(
+                p,
+                PerfettoOptions {
+                    max_events: Some(2_000_000),
+                    every_nth_buffer: 1,
+                },
+            )
+            .map_err(|e| Failure::Runtime(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let mut out = Output {
+        started: Instant::now(),
+        lines,
+        trace,
+        tracks: HashMap::new(),
+    };
+    let batch = args.batch || !std::io::stdout().is_terminal();
+    println!("watching {server}; read-only, nothing in the graph is changed");
+    match &kernel.tracer {
+        Some(t) => println!(
+            "kernel events: recorded on CPUs {:?} ({})",
+            t.info().cpus,
+            t.info().backend
+        ),
+        None => println!("kernel events: {}", kernel.missing),
+    }
+    if !batch {
+        println!("(the live node view is not built yet: xruns are listed as they happen; Ctrl-C ends with a summary)");
+    }
+
+    let mut st = State {
+        detector: Detector::new(),
+        tally: Tally::default(),
+        names: BTreeMap::new(),
+        mappings: HashMap::new(),
+        awake: HashMap::new(),
+        pending: VecDeque::new(),
+        jack_xruns: VecDeque::new(),
+        gaps: 0,
+    };
+    let end_reason;
+    let mut server_gone = None;
+    let mut last_checkpoint = Instant::now();
+    let started = Instant::now();
+    loop {
+        if let Some(sig) = signals.received() {
+            end_reason = format!("ended by {sig}");
+            break;
+        }
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            end_reason = "the --duration ended".into();
+            break;
+        }
+        match source.next(Duration::from_millis(50)) {
+            Some(SourceEvent::Cycle(c)) => {
+                for n in &c.followers {
+                    if n.awake_ns > 0 && n.wait_ns().is_some() {
+                        let a = st.awake.entry(n.id).or_default();
+                        a.push_back(n.awake_ns);
+                        if a.len() > AWAKE_HISTORY {
+                            a.pop_front();
+                        }
+                    }
+                }
+                out.cycle(&c, &st.names);
+                let found = st.detector.cycle(&c);
+                st.pending.extend(found);
+            }
+            Some(SourceEvent::Node(n)) => {
+                st.names.insert(n.id, (n.name.clone(), n.pid));
+                st.detector.node(n);
+            }
+            Some(SourceEvent::NodeRemoved(id)) => {
+                st.names.remove(&id);
+                st.mappings.remove(&id);
+                st.awake.remove(&id);
+                st.detector.node_removed(id);
+            }
+            Some(SourceEvent::ServerXrun(at)) => st.jack_xruns.push_back(at),
+            Some(SourceEvent::Gap(n)) => st.gaps += n,
+            Some(SourceEvent::Note(s)) => eprintln!("note: {s}"),
+            Some(SourceEvent::Ended(why)) => {
+                server_gone = Some(why.clone());
+                end_reason = why;
+                break;
+            }
+            None => {}
+        }
+        flush_cards(&mut st, &kernel, &mut out, source.as_mut(), false)?;
+        if last_checkpoint.elapsed() >= CHECKPOINT {
+            last_checkpoint = Instant::now();
+            if let Some(p) = &args.json {
+                write_result(
+                    p,
+                    &provenance,
+                    &server,
+                    &st,
+                    &kernel,
+                    started,
+                    "watch still running",
+                    true,
+                )?;
+            }
+        }
+    }
+    flush_cards(&mut st, &kernel, &mut out, source.as_mut(), true)?;
+
+    provenance.finish();
+    let summary = st.tally.summary(&st.detector);
+    print_summary(&server, started.elapsed(), &summary, st.gaps, &end_reason);
+    if let Some(p) = &args.json {
+        write_result(
+            p,
+            &provenance,
+            &server,
+            &st,
+            &kernel,
+            started,
+            &end_reason,
+            false,
+        )?;
+    }
+    if let Some((mut w, target, partial)) = out.lines.take() {
+        w.flush()
+            .and_then(|_| std::fs::rename(&partial, &target))
+            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", target.display())))?;
+    }
+    if let Some(t) = out.trace.take() {
+        let s = t.finish();
+        if let Some(w) = s.warning {
+            eprintln!("warning: {w}");
+        }
+    }
+    match server_gone {
+        Some(why) => Err(Failure::Runtime(format!(
+            "{why}; what was seen until then is written"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Turns xruns whose kernel window is complete into cards (all of them when `all`).
+fn flush_cards(
+    st: &mut State,
+    kernel: &KernelSide,
+    out: &mut Output,
+    source: &mut dyn Source,
+    all: bool,
+) -> Result<(), Failure> {
+    let now = now_ns();
+    let settled = |deadline: u64| all || kernel.tracer.is_none() || now > deadline + SETTLE_NS;
+    while st.pending.front().is_some_and(|x| settled(x.deadline_ns)) {
+        let x = st.pending.pop_front().expect("checked");
+        let (c, window) = st.card_of(&x, kernel, None);
+        st.tally.add(&c);
+        out.card(&c, window.as_ref(), &kernel.cpus)?;
+    }
+    while st
+        .jack_xruns
+        .front()
+        .is_some_and(|&at| settled(at + JACK_LOOKAHEAD_NS))
+    {
+        let at = st.jack_xruns.pop_front().expect("checked");
+        let period = st.detector.quantum().unwrap_or((0, 0));
+        let mut unattributed = None;
+        let found = match (&kernel.tracer, source.chain()) {
+            (Some(tracer), Some((threads, p))) => {
+                let window =
+                    tracer.snapshot(at.saturating_sub(JACK_LOOKBACK_NS), at + JACK_LOOKAHEAD_NS);
+                let cycles = derive_cycles(&window.events, &threads, p);
+                let mut local = Detector::new();
+                for s in st.detector.nodes().values() {
+                    local.node(s.info.clone());
+                }
+                let late: Vec<Xrun> = cycles
+                    .iter()
+                    .flat_map(|c| local.cycle(c))
+                    .filter(|x| x.cycle_start_ns < at)
+                    .collect();
+                late.last().cloned().map(|x| st.detector.adopt(x))
+            }
+            (None, _) => {
+                unattributed = Some(kernel.missing.clone());
+                None
+            }
+            (Some(_), None) => {
+                unattributed = Some(
+                    "the JACK server's or its clients' real-time threads were not found in /proc"
+                        .to_owned(),
+                );
+                None
+            }
+        };
+        let x = found.unwrap_or_else(|| st.detector.server_reported(at, period));
+        let (c, window) = st.card_of(&x, kernel, unattributed.as_deref());
+        st.tally.add(&c);
+        out.card(&c, window.as_ref(), &kernel.cpus)?;
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_result(
+    path: &Path,
+    provenance: &Provenance,
+    server: &str,
+    st: &State,
+    kernel: &KernelSide,
+    started: Instant,
+    end_reason: &str,
+    checkpoint: bool,
+) -> Result<(), Failure> {
+    let lost = kernel.tracer.as_ref().map_or(0, |t| t.stats().lost_total);
+    let result = WatchResult {
+        schema: SCHEMA,
+        provenance,
+        server,
+        duration_s: started.elapsed().as_secs_f64(),
+        end_reason,
+        checkpoint,
+        kernel_events: KernelNote {
+            recorded: kernel.tracer.is_some(),
+            note: if kernel.tracer.is_some() {
+                "recorded"
+            } else {
+                &kernel.missing
+            },
+            lost,
+        },
+        profiler_gaps: st.gaps,
+        summary: st.tally.summary(&st.detector),
+    };
+    let bytes = serde_json::to_vec_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;
+    files::write_atomically(path, &bytes).map_err(Failure::Runtime)
+}
+
+fn print_summary(server: &str, elapsed: Duration, s: &Summary, gaps: u64, end_reason: &str) {
+    let cases: Vec<String> = s
+        .cases
+        .iter()
+        .map(|(k, v)| format!("{} {v}", k.replace('_', " ")))
+        .collect();
+    println!();
+    println!(
+        "watched {server} for {:.1} s ({end_reason}): {} cycles, {} xruns{}; {} cards with kernel events",
+        elapsed.as_secs_f64(),
+        s.cycles,
+        s.xruns,
+        if cases.is_empty() { String::new() } else { format!(" ({})", cases.join(", ")) },
+        s.with_kernel
+    );
+    if gaps > 0 {
+        println!("the server's profiler dropped {gaps} cycle records: xruns in them are not seen");
+    }
+    let ms = |us: Option<f64>| us.map_or("-".to_owned(), words::dur);
+    println!(
+        "{:<28} {:>7} {:>9} {:>6} {:>6} {:>10} {:>10} {:>10}",
+        "node", "pid", "cycles", "ERR", "xruns", "WAIT p50", "BUSY p50", "BUSY p99"
+    );
+    for n in &s.nodes {
+        println!(
+            "{:<28} {:>7} {:>9} {:>6} {:>6} {:>10} {:>10} {:>10}",
+            n.name,
+            n.pid.map_or("-".into(), |p| p.to_string()),
+            n.cycles,
+            n.err_cycles,
+            n.xruns,
+            ms(n.median_wait_us),
+            ms(n.median_busy_us),
+            ms(n.p99_busy_us)
+        );
+    }
+    if !s.top_culprits.is_empty() {
+        println!("top culprits (the kernel's main cause of each xrun):");
+        for c in s.top_culprits.iter().take(5) {
+            let pid = c
+                .pid
+                .map(|p| format!(" (pid {p}, {})", c.policy))
+                .unwrap_or_default();
+            println!(
+                "  {} {}{pid}: {} xruns, {:.2} ms",
+                c.kind,
+                c.name,
+                c.xruns,
+                c.us / 1000.0
+            );
+        }
+    }
+}

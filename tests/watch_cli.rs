@@ -1,0 +1,446 @@
+//! `xrunlab watch` end to end, on a real PipeWire daemon (dummy driver, client under pw-jack) and
+//! a real `jackd -d dummy`: a client that runs long on purpose, a SCHED_FIFO hog on a client's
+//! CPU, and a clean run. Runs the binary from the test thread; the tests take turns (they share
+//! two CPUs and pin threads to them).
+#![cfg(all(feature = "jack", feature = "pipewire"))]
+
+use serde_json::Value;
+use std::ffi::CStr;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+use xrunlab_jack_testkit::{late_client, take_turn, TestPipeWire, TestServer};
+use xrunlab_testkit::{reap, RtHog};
+
+const PERIOD_NS: u64 = 5_333_333; // 256 frames at 48 kHz
+
+fn now_ns() -> u64 {
+    xrunlab_engine::rt::clock::now_ns()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("xrunlab-watch-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// Kills the child when dropped, also when the test fails.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A running late client: its RT thread, and the CLOCK_MONOTONIC times of its overruns so far.
+struct Client {
+    _child: Reaped,
+    tid: i32,
+    late: mpsc::Receiver<u64>,
+}
+
+fn start_client(mut cmd: Command) -> Client {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("late client starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let child = Reaped(child);
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let tid = first
+        .strip_prefix("tid ")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("the late client never ran: {first:?}"));
+    let (tx, late) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Some(ns) = line.strip_prefix("late ").and_then(|n| n.parse().ok()) {
+                let _ = tx.send(ns);
+            }
+        }
+    });
+    Client {
+        _child: child,
+        tid,
+        late,
+    }
+}
+
+/// `xrunlab watch ARGS --batch --json-lines F --json J`; the output and both files' contents.
+fn watch(args: &[&str], env: &[(&str, &Path)], dir: &Path) -> (Output, Vec<Value>, Value) {
+    let (lines, json) = (dir.join("xruns.jsonl"), dir.join("watch.json"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_xrunlab"));
+    cmd.arg("watch")
+        .args(args)
+        .arg("--batch")
+        .arg("--json-lines")
+        .arg(&lines)
+        .arg("--json")
+        .arg(&json);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("xrunlab watch runs");
+    let text = std::fs::read_to_string(&lines).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}\nstdout:\n{}\nstderr:\n{}",
+            lines.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let records = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON record a line"))
+        .collect();
+    let summary = serde_json::from_str(&std::fs::read_to_string(&json).expect("--json written"))
+        .expect("JSON");
+    (out, records, summary)
+}
+
+fn node_name(r: &Value) -> &str {
+    r["card"]["xrun"]["node"]["name"].as_str().unwrap_or("")
+}
+
+/// Every overrun the client made while watch was surely watching has a card naming it.
+fn check_every_overrun_named(records: &[Value], induced: &[u64], from: u64, to: u64, out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let watched: Vec<u64> = induced
+        .iter()
+        .copied()
+        .filter(|&t| t > from && t < to)
+        .collect();
+    assert!(
+        watched.len() >= 3,
+        "only {} overruns inside the watch:\n{stdout}",
+        watched.len()
+    );
+    for t in &watched {
+        let hit = records.iter().any(|r| {
+            let signal = r["card"]["xrun"]["node"]["signal_ns"].as_u64().unwrap_or(0);
+            node_name(r) == "late" && signal.abs_diff(*t) < 3 * PERIOD_NS
+        });
+        assert!(
+            hit,
+            "the overrun at {t} ns has no card naming \"late\":\n{stdout}"
+        );
+    }
+    let named = records.iter().filter(|r| node_name(r) == "late").count();
+    assert!(
+        named * 100 >= records.len() * 95,
+        "{named} of {} cards name the late client:\n{stdout}",
+        records.len()
+    );
+    let ran_long = records
+        .iter()
+        .filter(|r| node_name(r) == "late" && r["card"]["case"] == "ran_long")
+        .count();
+    assert!(
+        ran_long * 100 >= named * 95,
+        "{ran_long} of {named} cards say ran long:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("\"late\"") && stdout.contains("ran long"),
+        "{stdout}"
+    );
+}
+
+#[test]
+#[ignore = "needs pipewire and pipewire-jack (test.sh installs them and runs this with --include-ignored)"]
+fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
+    let _turn = take_turn();
+    let pw = TestPipeWire::start(256);
+    let client = start_client({
+        let mut c = pw.pw_jack(&late_client());
+        c.args(["late", "60", "8000", "30"]);
+        c
+    });
+    let dir = scratch("pw-late");
+    let from = now_ns() + 1_000_000_000;
+    let (out, records, summary) = watch(
+        &["--server", "pipewire", "--duration", "6s"],
+        &[("XDG_RUNTIME_DIR", pw.runtime_dir())],
+        &dir,
+    );
+    let to = now_ns() - 500_000_000;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let induced: Vec<u64> = client.late.try_iter().collect();
+    check_every_overrun_named(&records, &induced, from, to, &out);
+    assert_eq!(summary["schema"], "xrunlab.watch.v1");
+    assert!(
+        summary["provenance"]["kernel"].is_string(),
+        "provenance recorded"
+    );
+    assert_eq!(
+        summary["summary"]["xruns"].as_u64(),
+        Some(records.len() as u64),
+        "one record per xrun"
+    );
+    assert!(summary["server"]
+        .as_str()
+        .unwrap_or("")
+        .starts_with("PipeWire"));
+    // CI runs as root, so the kernel's account is there and says the thread was on its CPU.
+    assert_eq!(summary["kernel_events"]["recorded"], true, "{summary}");
+    assert!(
+        records.iter().all(|r| r["card"]["kernel"].is_object()),
+        "every card has the kernel's account"
+    );
+}
+
+#[test]
+#[ignore = "needs root: JACK2 names no late client, so watch needs the kernel's wake chain (CI runs as root)"]
+fn on_jack_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
+    let _turn = take_turn();
+    let server = TestServer::start("xwatchcli", 256);
+    let client = start_client({
+        let mut c = Command::new(late_client());
+        c.args(["late", "60", "8000", "30"])
+            .env("JACK_DEFAULT_SERVER", server.name());
+        c
+    });
+    let dir = scratch("jack-late");
+    let from = now_ns() + 1_000_000_000;
+    let (out, records, summary) = watch(
+        &[
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--duration",
+            "6s",
+        ],
+        &[],
+        &dir,
+    );
+    let to = now_ns() - 500_000_000;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let induced: Vec<u64> = client.late.try_iter().collect();
+    check_every_overrun_named(&records, &induced, from, to, &out);
+    assert!(summary["server"].as_str().unwrap_or("").contains("JACK"));
+}
+
+/// Pins every thread of `pid` to `cpu`.
+fn pin_process(pid: i32, cpu: usize) {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
+    for t in tasks.filter_map(Result::ok) {
+        let tid: i32 = t.file_name().to_string_lossy().parse().expect("a tid");
+        pin(tid, cpu);
+    }
+}
+
+fn pin(tid: i32, cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it; sched_setaffinity reads it.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(
+        rc,
+        0,
+        "pinning {tid} to CPU {cpu}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Hogs on CPU 1 at SCHED_FIFO 95, 9 ms each, every 400 ms until `until` (CLOCK_MONOTONIC ns).
+fn hog_cpu1(until: u64) -> Vec<i32> {
+    let mut pids = Vec::new();
+    while now_ns() < until {
+        let pid = RtHog {
+            name: CStr::from_bytes_with_nul(b"notahog\0").expect("NUL-terminated"),
+            cpu: 1,
+            priority: 95,
+            spin_ns: 9_000_000,
+        }
+        .fork();
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(
+            reap(pid),
+            0,
+            "the hog could not take SCHED_FIFO on CPU 1 (needs root)"
+        );
+        pids.push(pid);
+    }
+    pids
+}
+
+/// The cards that blame a hog by name, pid and policy, against the hogs' pids.
+fn check_hog_named(records: &[Value], hogs: &[i32], out: &Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let named: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["card"]["kernel"]["main_culprit"]["name"] == "notahog")
+        .collect();
+    assert!(!named.is_empty(), "no card names the hog:\n{stdout}");
+    for r in &named {
+        let c = &r["card"]["kernel"]["main_culprit"];
+        let pid = c["pid"].as_i64().unwrap_or(0) as i32;
+        assert!(
+            hogs.contains(&pid),
+            "the culprit's pid {pid} is none of the hogs {hogs:?}"
+        );
+        assert_eq!(c["policy"], "SCHED_FIFO 95", "{c}");
+        assert_eq!(node_name(r), "late", "{r}");
+    }
+    assert!(
+        stdout.contains("notahog") && stdout.contains("SCHED_FIFO 95"),
+        "{stdout}"
+    );
+}
+
+#[test]
+#[ignore = "needs root (SCHED_FIFO hogs, kernel tracing) and pipewire (test.sh runs it as root in CI)"]
+fn on_pipewire_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy() {
+    let _turn = take_turn();
+    let pw = TestPipeWire::start(256);
+    // The client never overruns on its own; its thread lives on CPU 1, the server on CPU 0.
+    let client = start_client({
+        let mut c = pw.pw_jack(&late_client());
+        c.args(["late", "1000000", "0", "30"]);
+        c
+    });
+    pin_process(pw.pid(), 0);
+    pin(client.tid, 1);
+    let dir = scratch("pw-hog");
+    let until = now_ns() + 5_000_000_000;
+    let hogs = std::thread::spawn(move || hog_cpu1(until));
+    let (out, records, _) = watch(
+        &["--server", "pipewire", "--duration", "6s"],
+        &[("XDG_RUNTIME_DIR", pw.runtime_dir())],
+        &dir,
+    );
+    let hogs = hogs.join().expect("hogs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_hog_named(&records, &hogs, &out);
+}
+
+#[test]
+#[ignore = "needs root (SCHED_FIFO hogs, kernel tracing; CI runs it as root)"]
+fn on_jack_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy() {
+    let _turn = take_turn();
+    let server = TestServer::start("xwatchhog", 256);
+    let client = start_client({
+        let mut c = Command::new(late_client());
+        c.args(["late", "1000000", "0", "30"])
+            .env("JACK_DEFAULT_SERVER", server.name());
+        c
+    });
+    pin_process(server.pid(), 0);
+    pin(client.tid, 1);
+    let dir = scratch("jack-hog");
+    let until = now_ns() + 5_000_000_000;
+    let hogs = std::thread::spawn(move || hog_cpu1(until));
+    let (out, records, _) = watch(
+        &[
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--duration",
+            "6s",
+        ],
+        &[],
+        &dir,
+    );
+    let hogs = hogs.join().expect("hogs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_hog_named(&records, &hogs, &out);
+}
+
+#[test]
+#[ignore = "needs pipewire (test.sh installs it); a 60 s watch of a clean graph"]
+fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts() {
+    let _turn = take_turn();
+    let pw = TestPipeWire::start(256);
+    let _client = start_client({
+        let mut c = pw.pw_jack(&late_client());
+        c.args(["late", "1000000", "0", "90"]);
+        c
+    });
+    let server = TestServer::start("xwatchclean", 256);
+    let _jclient = start_client({
+        let mut c = Command::new(late_client());
+        c.args(["late", "1000000", "0", "90"])
+            .env("JACK_DEFAULT_SERVER", server.name());
+        c
+    });
+    let jdir = scratch("jack-clean");
+    let jack_name = server.name().to_owned();
+    let jack = std::thread::spawn(move || {
+        watch(
+            &[
+                "--server",
+                "jack",
+                "--jack-server",
+                &jack_name,
+                "--duration",
+                "60s",
+            ],
+            &[],
+            &jdir,
+        )
+    });
+    let (out, records, summary) = watch(
+        &["--server", "pipewire", "--duration", "60s"],
+        &[("XDG_RUNTIME_DIR", pw.runtime_dir())],
+        &scratch("pw-clean"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A machine this noisy can drop a cycle on its own; whatever is reported must be one the
+    // server itself counts: a node still running when the next cycle began (PipeWire's
+    // update_xrun_stats), or the node's or driver's own count.
+    for r in &records {
+        let evidence = r["card"]["xrun"]["evidence"].as_str().unwrap_or("");
+        assert!(
+            ["still_running", "node_count", "driver_count"].contains(&evidence),
+            "an xrun the server would not count: {r}"
+        );
+    }
+    assert_eq!(
+        summary["summary"]["xruns"].as_u64(),
+        Some(records.len() as u64)
+    );
+    assert!(
+        summary["summary"]["cycles"].as_u64().unwrap_or(0) > 9_000,
+        "{summary}"
+    );
+    let (jout, jrecords, _) = jack.join().expect("jack watch");
+    assert!(
+        jout.status.success(),
+        "{}",
+        String::from_utf8_lossy(&jout.stderr)
+    );
+    // On JACK every card comes from the server's own xrun callback.
+    let stdout = String::from_utf8_lossy(&jout.stdout);
+    assert!(
+        jrecords.len() < 30,
+        "{} xruns on a clean JACK graph in a minute:\n{stdout}",
+        jrecords.len()
+    );
+}
