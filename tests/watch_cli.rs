@@ -5,7 +5,6 @@
 #![cfg(all(feature = "jack", feature = "pipewire"))]
 
 use serde_json::Value;
-use std::ffi::CStr;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -261,7 +260,7 @@ fn hog_cpu1(until: u64) -> Vec<i32> {
     let mut pids = Vec::new();
     while now_ns() < until {
         let pid = RtHog {
-            name: CStr::from_bytes_with_nul(b"notahog\0").expect("NUL-terminated"),
+            name: c"notahog",
             cpu: 1,
             priority: 95,
             spin_ns: 9_000_000,
@@ -443,4 +442,143 @@ fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts() {
         "{} xruns on a clean JACK graph in a minute:\n{stdout}",
         jrecords.len()
     );
+}
+
+#[test]
+#[ignore = "needs pipewire and pipewire-jack (test.sh installs them and runs this with --include-ignored)"]
+fn a_server_that_dies_mid_watch_ends_it_with_a_clear_message_and_what_was_seen_is_written() {
+    let _turn = take_turn();
+    let mut pw = TestPipeWire::start(256);
+    let _client = start_client({
+        let mut c = pw.pw_jack(&late_client());
+        c.args(["late", "60", "8000", "30"]);
+        c
+    });
+    let dir = scratch("pw-dies");
+    let (lines, json) = (dir.join("xruns.jsonl"), dir.join("watch.json"));
+    let child = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args([
+            "watch",
+            "--server",
+            "pipewire",
+            "--batch",
+            "--no-kernel",
+            "--json-lines",
+        ])
+        .arg(&lines)
+        .arg("--json")
+        .arg(&json)
+        .env("XDG_RUNTIME_DIR", pw.runtime_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    std::thread::sleep(Duration::from_secs(3));
+    pw.kill();
+    let out = child.wait_with_output().expect("watch ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a watch whose server died fails: {stderr}"
+    );
+    assert!(
+        stderr.contains("PipeWire server closed the connection") && stderr.contains("written"),
+        "{stderr}"
+    );
+    let records = std::fs::read_to_string(&lines).expect("--json-lines kept");
+    assert!(
+        records.lines().count() >= 2,
+        "the xruns seen before the death: {records}"
+    );
+    assert!(
+        records.contains("no kernel events: not recorded (--no-kernel)"),
+        "{records}"
+    );
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("--json written"))
+            .expect("JSON");
+    assert!(
+        summary["end_reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("closed the connection"),
+        "{summary}"
+    );
+    assert_eq!(summary["kernel_events"]["recorded"], false);
+}
+
+#[test]
+fn sigterm_ends_a_watch_cleanly_with_its_files() {
+    let _turn = take_turn();
+    let server = TestServer::start("xwatchterm", 256);
+    let dir = scratch("jack-term");
+    let (lines, json) = (dir.join("xruns.jsonl"), dir.join("watch.json"));
+    let child = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args([
+            "watch",
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--batch",
+            "--no-kernel",
+        ])
+        .arg("--json-lines")
+        .arg(&lines)
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: kill with the pid of a child we spawned and have not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("watch ends");
+    assert!(out.status.success(), "SIGTERM is a clean end");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("--json written"))
+            .expect("JSON");
+    assert_eq!(summary["end_reason"], "ended by SIGTERM");
+    assert!(
+        lines.exists(),
+        "--json-lines is in place, even with no xrun in it"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("watched JACK server"));
+}
+
+#[test]
+fn bad_watch_input_is_a_usage_error_that_says_what_is_allowed() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+            .arg("watch")
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let out = run(&["--server", "alsa"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("auto") && err.contains("pipewire") && err.contains("jack"),
+        "{err}"
+    );
+    let out = run(&["--duration", "0s"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["--json", "/nonexistent-dir/w.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    // No server at all: a runtime error that says how to start one.
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args([
+            "watch",
+            "--server",
+            "jack",
+            "--jack-server",
+            "xrunlab-nobody-here",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no JACK server is running"));
 }
