@@ -101,6 +101,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
     match &args.mode {
         Some(BenchMode::Soak(soak)) => return crate::bench_soak::soak(soak),
         Some(BenchMode::Explain(a)) => return crate::bench_explain::explain(a),
+        Some(BenchMode::Watch(a)) => return crate::bench_watch::bench(a),
         None => {}
     }
     let provenance = Provenance::collect(

@@ -240,6 +240,27 @@ pub enum BenchMode {
     /// the kernel tracer interleaved at one sine count (load p50/p99, kernel events/s, lost
     /// events, the reader's CPU), then the dropout-free capacity with and without it.
     Explain(ExplainBenchArgs),
+    /// What `watch` achieves and costs on a running server: an xrunlab JACK client (through
+    /// pw-jack on PipeWire) stalls on purpose, and watch, with and without kernel events, must
+    /// report each stall and name that client; prints its CPU, the reported share, the share
+    /// named correctly, the delay from xrun to card, and lost kernel events.
+    Watch(WatchBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WatchBenchArgs {
+    /// The server to measure on (it must be running; auto: PipeWire when its socket answers).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub server: WatchServer,
+    /// The JACK server's name.
+    #[arg(long, value_name = "NAME")]
+    pub jack_server: Option<String>,
+    /// How long each mode watches.
+    #[arg(long, value_name = "DUR", default_value = "20s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// How often the culprit stalls (each stall is one induced xrun).
+    #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = parse_duration)]
+    pub stall_every: Duration,
 }
 
 #[derive(Debug, Args)]

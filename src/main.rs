@@ -3,6 +3,7 @@
 mod bench_cmd;
 mod bench_explain;
 mod bench_soak;
+mod bench_watch;
 mod cli;
 mod csv_out;
 mod dashboard_cmd;

@@ -22,9 +22,10 @@ use xrunlab_trace::perfetto::KERNEL_PID;
 use xrunlab_trace::{
     now_ns, PerfettoOptions, PerfettoWriter, ProcLookup, TraceOptions, Tracer, Track,
 };
-use xrunlab_watch::jack_chain::derive_cycles;
+use xrunlab_watch::jack_chain::{derive_cycles, pick_threads};
 use xrunlab_watch::{
-    card, confirm, map_node, words, Card, Detector, Kernel, Mapping, Summary, Tally, Xrun,
+    card, confirm, map_node, words, Card, Confidence, Detector, Kernel, Mapping, Summary, Tally,
+    Xrun,
 };
 
 /// The result file's schema.
@@ -52,6 +53,8 @@ struct WatchResult<'a> {
     checkpoint: bool,
     kernel_events: KernelNote<'a>,
     profiler_gaps: u64,
+    /// JACK2 calls back once per late cycle: the callbacks after the first of one overrun.
+    jack_repeat_callbacks: u64,
     summary: Summary,
 }
 
@@ -115,7 +118,8 @@ impl Output {
         let verdict = words::verdict(c);
         println!("[{:8.3} s] {verdict}", self.started.elapsed().as_secs_f64());
         if let Some((out, _, partial)) = self.lines.as_mut() {
-            let record = json!({"verdict": verdict, "card": c});
+            // When it was printed, for the delay from the xrun to its card (bench watch).
+            let record = json!({"verdict": verdict, "reported_ns": now_ns(), "card": c});
             serde_json::to_writer(&mut *out, &record).map_err(|e| {
                 Failure::Runtime(format!("cannot write {}: {e}", partial.display()))
             })?;
@@ -203,12 +207,36 @@ struct State {
     awake: HashMap<u32, VecDeque<u64>>,
     pending: VecDeque<Xrun>,
     jack_xruns: VecDeque<u64>,
+    /// JACK: each client's callback thread as the wake chain showed it, and in how many wakes.
+    jack_threads: HashMap<u32, (i32, usize)>,
+    /// JACK: the last overrun carded (node, signal), and the callbacks it caused after the first.
+    last_jack: Option<(u32, u64)>,
+    jack_repeats: u64,
     gaps: u64,
 }
 
 impl State {
     fn mapping(&mut self, id: u32) -> Mapping {
         let pid = self.names.get(&id).and_then(|n| n.1);
+        if let (Some(&(tid, wakes)), Some(pid)) = (self.jack_threads.get(&id), pid) {
+            let thread = xrunlab_watch::mapping::rt_threads(Path::new("/proc"), pid)
+                .into_iter()
+                .find(|t| t.tid == tid);
+            if let Some(thread) = thread {
+                return Mapping {
+                    pid: Some(pid),
+                    thread: Some(thread),
+                    confidence: if wakes >= 3 {
+                        Confidence::High
+                    } else {
+                        Confidence::Medium
+                    },
+                    reason: format!(
+                        "woken by the JACK server's thread {wakes} times around this xrun"
+                    ),
+                };
+            }
+        }
         let m = self
             .mappings
             .entry(id)
@@ -353,6 +381,9 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         awake: HashMap::new(),
         pending: VecDeque::new(),
         jack_xruns: VecDeque::new(),
+        jack_threads: HashMap::new(),
+        last_jack: None,
+        jack_repeats: 0,
         gaps: 0,
     };
     let end_reason;
@@ -481,10 +512,16 @@ fn flush_cards(
         let period = st.detector.quantum().unwrap_or((0, 0));
         let mut unattributed = None;
         let found = match (&kernel.tracer, source.chain()) {
-            (Some(tracer), Some((threads, p))) => {
+            (Some(tracer), Some(chain)) => {
                 let window =
                     tracer.snapshot(at.saturating_sub(JACK_LOOKBACK_NS), at + JACK_LOOKAHEAD_NS);
-                let cycles = derive_cycles(&window.events, &threads, p);
+                let (threads, counts) =
+                    pick_threads(&window.events, chain.server_tid, &chain.clients);
+                for (id, _, tid) in &threads.clients {
+                    let wakes = counts.iter().find(|c| c.0 == *id).map_or(0, |c| c.1);
+                    st.jack_threads.insert(*id, (*tid, wakes));
+                }
+                let cycles = derive_cycles(&window.events, &threads, chain.period);
                 let mut local = Detector::new();
                 for s in st.detector.nodes().values() {
                     local.node(s.info.clone());
@@ -494,7 +531,18 @@ fn flush_cards(
                     .flat_map(|c| local.cycle(c))
                     .filter(|x| x.cycle_start_ns < at)
                     .collect();
-                late.last().cloned().map(|x| st.detector.adopt(x))
+                match late.last() {
+                    // JACK2 calls back once per late cycle: a long overrun is one xrun.
+                    Some(x) if x.node.as_ref().map(|n| (n.id, n.signal_ns)) == st.last_jack => {
+                        st.jack_repeats += 1;
+                        continue;
+                    }
+                    Some(x) => {
+                        st.last_jack = x.node.as_ref().map(|n| (n.id, n.signal_ns));
+                        Some(st.detector.adopt(x.clone()))
+                    }
+                    None => None,
+                }
             }
             (None, _) => {
                 unattributed = Some(kernel.missing.clone());
@@ -545,6 +593,7 @@ fn write_result(
             lost,
         },
         profiler_gaps: st.gaps,
+        jack_repeat_callbacks: st.jack_repeats,
         summary: st.tally.summary(&st.detector),
     };
     let bytes = serde_json::to_vec_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;

@@ -2,13 +2,13 @@
 //! real-time threads from procfs, for rebuilding their timing from the kernel's wake chain; runs
 //! on the main thread (libjack's notification thread only feeds a channel).
 
-use super::{Source, SourceEvent};
+use super::{JackChain, Source, SourceEvent};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 use xrunlab_jack::{procs, JackEvent, JackWatch};
-use xrunlab_watch::jack_chain::{ChainThreads, Period};
+use xrunlab_watch::jack_chain::Period;
 use xrunlab_watch::{mapping, NodeInfo};
 
 struct Jack {
@@ -108,7 +108,7 @@ impl Source for Jack {
         format!("JACK server \"{}\"", self.server)
     }
 
-    fn chain(&mut self) -> Option<(ChainThreads, Period)> {
+    fn chain(&mut self) -> Option<JackChain> {
         let proc_root = Path::new("/proc");
         let server = procs::find_server(proc_root, &self.server)?;
         // The server's real-time thread runs the driver: its highest-priority one.
@@ -125,19 +125,20 @@ impl Source for Jack {
             .clients
             .iter()
             .filter_map(|(name, (id, pid))| {
-                let thread = mapping::map_node(proc_root, *pid).thread?;
-                Some((*id, name.clone(), thread.tid))
+                let tids: Vec<i32> = mapping::rt_threads(proc_root, (*pid)?)
+                    .into_iter()
+                    .map(|t| t.tid)
+                    .collect();
+                (!tids.is_empty()).then(|| (*id, name.clone(), tids))
             })
             .collect();
-        Some((
-            ChainThreads {
-                server_tid,
-                clients,
-            },
-            Period {
+        Some(JackChain {
+            server_tid,
+            clients,
+            period: Period {
                 frames: self.watch.buffer_size(),
                 rate: self.watch.sample_rate(),
             },
-        ))
+        })
     }
 }

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
-use xrunlab_watch::jack_chain::{ChainThreads, Period};
+use xrunlab_watch::jack_chain::Period;
 use xrunlab_watch::{Cycle, NodeInfo};
 
 #[cfg(feature = "jack")]
@@ -49,11 +49,22 @@ pub trait Source {
     fn next(&mut self, timeout: Duration) -> Option<SourceEvent>;
     /// `PipeWire 0.3.65 (profiler)`, `JACK server "default"`...
     fn describe(&self) -> String;
-    /// For JACK: the server's and clients' real-time threads and the period, to rebuild the
-    /// clients' timing from the kernel's wake chain. `None` for servers that report timing.
-    fn chain(&mut self) -> Option<(ChainThreads, Period)> {
+    /// For JACK: the server's real-time thread, each client's real-time threads (candidates:
+    /// the wake chain shows which one runs the callback) and the period, to rebuild the clients'
+    /// timing from the kernel's events. `None` for servers that report timing themselves.
+    fn chain(&mut self) -> Option<JackChain> {
         None
     }
+}
+
+/// What rebuilding JACK2 clients' timing from the wake chain needs.
+pub struct JackChain {
+    /// The server's real-time thread.
+    pub server_tid: i32,
+    /// Each client: node id, name and its process's real-time threads.
+    pub clients: Vec<(u32, String, Vec<i32>)>,
+    /// The server's period.
+    pub period: Period,
 }
 
 /// PipeWire's socket as its clients find it: `PIPEWIRE_REMOTE` (a name, or an absolute path)

@@ -150,3 +150,43 @@ pub fn derive_cycles(events: &[TraceEvent], threads: &ChainThreads, period: Peri
         })
         .collect()
 }
+
+/// Picks each client's real-time thread from its candidates: the one the server's thread (or
+/// another candidate, for chained clients) wakes most often in `events`. A process with several
+/// real-time threads (an engine with workers, say) has one that JACK runs its callback on, and
+/// the wake chain shows which. Returns the threads and, per client, how many wakes chose it.
+pub fn pick_threads(
+    events: &[TraceEvent],
+    server_tid: i32,
+    candidates: &[(u32, String, Vec<i32>)],
+) -> (ChainThreads, Vec<(u32, usize)>) {
+    let all: Vec<i32> = candidates
+        .iter()
+        .flat_map(|(_, _, t)| t.iter().copied())
+        .collect();
+    let mut counts = Vec::new();
+    let clients = candidates
+        .iter()
+        .filter_map(|(id, name, tids)| {
+            let woken = |tid: i32| {
+                events
+                    .iter()
+                    .filter(|e| {
+                        matches!(e.kind, EventKind::Wakeup { tid: t, waker_tid, .. }
+                            if t == tid && (waker_tid == server_tid || (all.contains(&waker_tid) && !tids.contains(&waker_tid))))
+                    })
+                    .count()
+            };
+            let (n, tid) = tids.iter().map(|&t| (woken(t), t)).max()?;
+            counts.push((*id, n));
+            (n > 0).then(|| (*id, name.clone(), tid))
+        })
+        .collect();
+    (
+        ChainThreads {
+            server_tid,
+            clients,
+        },
+        counts,
+    )
+}

@@ -478,3 +478,28 @@ fn jack_client_timing_comes_from_the_wake_chain_and_shows_the_overrun() {
         Case::RanLong
     );
 }
+
+#[test]
+fn the_callback_thread_is_the_one_the_server_wakes() {
+    use xrunlab_watch::jack_chain::pick_threads;
+    let wake = |ts: u64, tid: i32, waker: i32| TraceEvent {
+        ts_ns: ts,
+        cpu: 0,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(b"x"),
+            tid,
+            prio: 24,
+            target_cpu: 0,
+            waking: true,
+            waker_tid: waker,
+            in_interrupt: false,
+        },
+    };
+    // Process 1 has a worker (11, woken by its own callback thread) and the callback thread (12).
+    let events: Vec<TraceEvent> = (0..5)
+        .flat_map(|i| [wake(start(i), 12, 100), wake(start(i) + US, 11, 12)])
+        .collect();
+    let (threads, counts) = pick_threads(&events, 100, &[(1, "engine".into(), vec![11, 12])]);
+    assert_eq!(threads.clients, vec![(1, "engine".to_owned(), 12)]);
+    assert_eq!(counts, vec![(1, 5)]);
+}

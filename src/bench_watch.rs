@@ -1,0 +1,221 @@
+//! `xrunlab bench watch`: what watch reports and what it costs on a running server, measured with
+//! a culprit of our own (an xrunlab JACK client that stalls on purpose); runs on the main thread,
+//! the culprit and watch as child processes.
+
+use crate::cli::{WatchBenchArgs, WatchServer};
+use crate::watch_source::pipewire_answers;
+use crate::Failure;
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// One mode's figures.
+struct Figures {
+    mode: &'static str,
+    cpu_pct: f64,
+    induced: usize,
+    cards: usize,
+    named: usize,
+    delay_p50_ms: f64,
+    delay_max_ms: f64,
+    lost: u64,
+    kernel_note: String,
+}
+
+/// CPU time of a finished child, from wait4's resource usage: seconds.
+fn wait_cpu(pid: i32) -> Result<(f64, i32), Failure> {
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is valid for the kernel to fill; `pid` is our child, not reaped.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if rc != pid {
+        return Err(Failure::Runtime(format!(
+            "waiting for watch: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok((secs(usage.ru_utime) + secs(usage.ru_stime), status))
+}
+
+fn one_mode(args: &WatchBenchArgs, pipewire: bool, kernel: bool) -> Result<Figures, Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure::Runtime(e.to_string()))?;
+    let dir = tempfile::tempdir().map_err(|e| Failure::Runtime(e.to_string()))?;
+    let (run_json, lines, json) = (
+        dir.path().join("run.json"),
+        dir.path().join("x.jsonl"),
+        dir.path().join("w.json"),
+    );
+    let secs = args.duration.as_secs_f64();
+    // The culprit starts first and outlives the watch by a second on each side.
+    let mut culprit = if pipewire {
+        Command::new("pw-jack")
+    } else {
+        Command::new(&exe)
+    };
+    if pipewire {
+        culprit.arg(&exe);
+    }
+    culprit
+        .args([
+            "run",
+            "--device",
+            "jack",
+            "--jack-client",
+            "bench-culprit",
+            "--sines",
+            "50",
+            "-q",
+        ])
+        .args(["--stall", "12ms", "--stall-every"])
+        .arg(format!("{}ms", args.stall_every.as_millis()))
+        .arg("--duration")
+        .arg(format!("{}ms", (secs * 1000.0) as u64 + 3000))
+        .arg("--json")
+        .arg(&run_json)
+        .stdout(Stdio::null());
+    if let (false, Some(s)) = (pipewire, &args.jack_server) {
+        culprit.args(["--jack-server", s]);
+    }
+    let mut culprit = culprit
+        .spawn()
+        .map_err(|e| Failure::Runtime(format!("the culprit: {e}")))?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut watch = Command::new(&exe);
+    watch
+        .args([
+            "watch",
+            "--batch",
+            "--server",
+            if pipewire { "pipewire" } else { "jack" },
+        ])
+        .arg("--duration")
+        .arg(format!("{}ms", (secs * 1000.0) as u64))
+        .arg("--json-lines")
+        .arg(&lines)
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null());
+    if !kernel {
+        watch.arg("--no-kernel");
+    }
+    if let (false, Some(s)) = (pipewire, &args.jack_server) {
+        watch.args(["--jack-server", s]);
+    }
+    let child = watch
+        .spawn()
+        .map_err(|e| Failure::Runtime(format!("watch: {e}")))?;
+    let (cpu_s, status) = wait_cpu(child.id() as i32)?;
+    let _ = culprit.wait();
+    if status != 0 {
+        return Err(Failure::Runtime(format!(
+            "watch failed (wait status {status})"
+        )));
+    }
+    let read = |p: &std::path::Path| {
+        std::fs::read_to_string(p).map_err(|e| Failure::Runtime(format!("{}: {e}", p.display())))
+    };
+    let records: Vec<Value> = read(&lines)?
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let summary: Value =
+        serde_json::from_str(&read(&json)?).map_err(|e| Failure::Runtime(e.to_string()))?;
+    let run: Value =
+        serde_json::from_str(&read(&run_json)?).map_err(|e| Failure::Runtime(e.to_string()))?;
+    // The stalls that fell inside the watch: it started about 1 s into the culprit's run.
+    let induced = run["events"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter(|e| e["kind"].as_str().is_some_and(|k| k.contains("stall")))
+                .filter(|e| {
+                    e["t_s"]
+                        .as_f64()
+                        .is_some_and(|t| t > 1.3 && t < 1.0 + secs - 0.3)
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    let named = records
+        .iter()
+        .filter(|r| {
+            r["card"]["xrun"]["node"]["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("bench-culprit"))
+        })
+        .count();
+    let mut delays: Vec<f64> = records
+        .iter()
+        .filter_map(|r| {
+            Some(
+                (r["reported_ns"].as_u64()? as f64
+                    - r["card"]["xrun"]["deadline_ns"].as_u64()? as f64)
+                    / 1e6,
+            )
+        })
+        .collect();
+    delays.sort_by(f64::total_cmp);
+    Ok(Figures {
+        mode: if kernel {
+            "with kernel events"
+        } else {
+            "profiler only"
+        },
+        cpu_pct: cpu_s / secs * 100.0,
+        induced,
+        cards: records.len(),
+        named,
+        delay_p50_ms: delays.get(delays.len() / 2).copied().unwrap_or(f64::NAN),
+        delay_max_ms: delays.last().copied().unwrap_or(f64::NAN),
+        lost: summary["kernel_events"]["lost"].as_u64().unwrap_or(0),
+        kernel_note: summary["kernel_events"]["note"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned(),
+    })
+}
+
+/// Runs `xrunlab bench watch`.
+pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
+    let pipewire = match args.server {
+        WatchServer::Pipewire => true,
+        WatchServer::Jack => false,
+        WatchServer::Auto => pipewire_answers(),
+    };
+    println!(
+        "watch on {} for {} per mode; the culprit (JACK client \"bench-culprit\") stalls 12 ms every {}",
+        if pipewire { "PipeWire" } else { "JACK" },
+        humantime::format_duration(args.duration),
+        humantime::format_duration(args.stall_every)
+    );
+    println!(
+        "{:<20} {:>8} {:>8} {:>7} {:>9} {:>10} {:>10} {:>6}",
+        "mode", "CPU %", "induced", "cards", "named %", "delay p50", "delay max", "lost"
+    );
+    for kernel in [false, true] {
+        let f = one_mode(args, pipewire, kernel)?;
+        let named_pct = if f.cards == 0 {
+            0.0
+        } else {
+            f.named as f64 * 100.0 / f.cards as f64
+        };
+        println!(
+            "{:<20} {:>8.2} {:>8} {:>7} {:>9.1} {:>8.0}ms {:>8.0}ms {:>6}",
+            f.mode,
+            f.cpu_pct,
+            f.induced,
+            f.cards,
+            named_pct,
+            f.delay_p50_ms,
+            f.delay_max_ms,
+            f.lost
+        );
+        if kernel && f.kernel_note != "recorded" {
+            println!("  kernel events were not recorded: {}", f.kernel_note);
+        }
+    }
+    println!("CPU %: watch's own user+system time over the watch, of one CPU. induced: the culprit's stalls inside the watch; cards: xruns reported; named: cards naming the culprit. delay: from the xrun's deadline to its card.");
+    Ok(())
+}
