@@ -12,24 +12,16 @@ fn ms(us: f64) -> String {
     format!("{:.2} ms", us / 1000.0)
 }
 
-/// `xrl-hog (pid 4711, SCHED_FIFO 90)`, `irq 11 virtio0`, `softirq NET_RX`, `idle`.
+/// `xrl-hog (pid 4711, SCHED_FIFO 90)`, `notahog (was python3) (pid ...)`, `irq 11 virtio0`,
+/// `softirq NET_RX`.
 fn who(who: &Who) -> String {
-    let Who {
-        kind,
-        name,
-        pid,
-        irq,
-        policy,
-        ..
-    } = who;
-    match kind {
-        CulpritKind::Task => format!("{name} (pid {}, {policy})", pid.unwrap_or(0)),
-        CulpritKind::Idle => name.to_owned(),
-        CulpritKind::Irq => match irq {
-            Some(n) => format!("irq {n} {name}"),
-            None => format!("irq {name}"),
+    match who.kind {
+        CulpritKind::Task => xrunlab_engine::explain::trace::blame::task_words(who),
+        CulpritKind::Irq => match who.irq {
+            Some(n) => format!("irq {n} {}", who.name),
+            None => format!("irq {}", who.name),
         },
-        CulpritKind::Softirq => format!("softirq {name}"),
+        CulpritKind::Softirq => format!("softirq {}", who.name),
     }
 }
 
@@ -38,6 +30,16 @@ fn culprit(c: &Culprit) -> String {
 }
 
 fn total(c: &CulpritTotal) -> String {
+    if c.processes > 1 {
+        // `children of notahog: 9 processes (bash, sleep), SCHED_FIFO 85`
+        return format!(
+            "{}: {} processes ({}), {}",
+            c.who.name,
+            c.processes,
+            c.who.earlier_names.join(", "),
+            c.who.policy
+        );
+    }
     who(&c.who)
 }
 
@@ -78,6 +80,14 @@ pub fn card_lines(s: &mut String, d: &Dropout, card: &BlameCard) {
         if !t.ran_instead.is_empty() {
             let list: Vec<String> = t.ran_instead.iter().take(4).map(culprit).collect();
             let _ = writeln!(s, "            ran instead: {}", list.join("; "));
+        }
+        if let Some(cause) = &t.idle_cause {
+            let _ = writeln!(
+                s,
+                "            idle CPU: waited {} {}",
+                ms(t.idle_wait_us),
+                xrunlab_engine::explain::trace::blame::idle_words(cause)
+            );
         }
         if !t.interrupts.is_empty() {
             let list: Vec<String> = t.interrupts.iter().take(4).map(culprit).collect();

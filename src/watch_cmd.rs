@@ -19,9 +19,7 @@ use std::time::{Duration, Instant};
 use xrunlab_sys::provenance::Provenance;
 use xrunlab_trace::blame::{LEAD_IN_NS, MARGIN_NS};
 use xrunlab_trace::perfetto::KERNEL_PID;
-use xrunlab_trace::{
-    now_ns, PerfettoOptions, PerfettoWriter, ProcLookup, TraceOptions, Tracer, Track,
-};
+use xrunlab_trace::{now_ns, PerfettoOptions, PerfettoWriter, TraceOptions, Tracer, Track};
 use xrunlab_watch::jack_chain::{derive_cycles, pick_threads};
 use xrunlab_watch::{
     card, confirm, map_node, words, Card, Confidence, Detector, Kernel, Mapping, Summary, Tally,
@@ -271,6 +269,7 @@ impl State {
                         events: Vec::new(),
                         lost_events: 0,
                         complete: true,
+                        ..Default::default()
                     };
                     card(
                         x,
@@ -302,7 +301,7 @@ impl State {
             .unwrap_or_default();
         confirm(&mut mapping, Path::new("/proc"), &window.events, &awake);
         self.mappings.insert(node.id, mapping.clone());
-        let lookup = ProcLookup::new(Path::new("/proc"));
+        let lookup = tracer.tasks();
         (
             card(x, app, Some(mapping), Kernel::Window(&window, &lookup)),
             Some(window),

@@ -24,12 +24,26 @@ function ms(us) {
   return `${(us / 1000).toFixed(2)} ms`;
 }
 
-/** @param {{kind: string, name: string, pid: number|null, irq: number|null, policy: string}} c */
+/** @param {{kind: string, name: string, pid: number|null, irq: number|null, policy: string, earlier_names: string[], processes?: number}} c */
 function who(c) {
-  if (c.kind === 'task') return `${c.name} (pid ${c.pid ?? '?'}, ${c.policy})`;
+  if (c.kind === 'task' && (c.processes ?? 1) > 1) {
+    return `${c.name}: ${c.processes} processes (${c.earlier_names.join(', ')}), ${c.policy}`;
+  }
+  const was = c.earlier_names.length ? ` (was ${c.earlier_names.join(', ')})` : '';
+  if (c.kind === 'task') return `${c.name}${was} (pid ${c.pid ?? '?'}, ${c.policy})`;
   if (c.kind === 'irq') return `irq ${c.irq ?? ''} ${c.name}`;
   if (c.kind === 'softirq') return `softirq ${c.name}`;
   return c.name;
+}
+
+/**
+ * Why a thread waited on an idle CPU (an idle CPU is never a culprit).
+ * @param {import('./types.js').IdleCause} c
+ */
+function idleWords(c) {
+  if (c.case === 'steal') return `the vCPU on CPU${c.cpu} was not running (${ms(c.steal_us)} of hypervisor steal in the ${c.span_ms.toFixed(0)} ms around it)`;
+  if (c.case === 'idle_exit') return `CPU${c.cpu} was waking from ${c.state} (${c.exit_latency_us} µs exit latency)`;
+  return `unexplained: CPU${c.cpu} was idle while the thread was runnable (low confidence)`;
 }
 
 export class Explain {
@@ -208,6 +222,7 @@ export class Explain {
           el('div', '', `${woken}; waited ${ms(t.waited_us)} (${(t.wait_accounted * 100).toFixed(0)} % accounted); ran ${ms(t.ran_us)} (${median}); interrupts ${ms(t.interrupt_us)}`),
         );
         if (t.ran_instead.length) block.append(el('div', '', `ran instead: ${t.ran_instead.slice(0, 4).map((c) => `${who(c)} ${ms(c.us)}`).join('; ')}`));
+        if (t.idle_cause) block.append(el('div', '', `idle CPU: waited ${ms(t.idle_wait_us)}: ${idleWords(t.idle_cause)}`));
         if (t.interrupts.length) block.append(el('div', '', `interrupts: ${t.interrupts.slice(0, 4).map((c) => `${who(c)} ${ms(c.us)}`).join('; ')}`));
         if (t.migrations.length) block.append(el('div', '', `migrations: ${t.migrations.map((m) => `CPU${m.from_cpu}→CPU${m.to_cpu} at +${ms(m.at_us)}`).join(', ')}`));
         if (t.sleeps.length) block.append(el('div', '', `sleeps: ${t.sleeps.slice(0, 4).map((s) => `${s.state} ${ms(s.us)}${s.woken_by ? `, woken by ${s.woken_by}` : ''}`).join('; ')}`));

@@ -259,17 +259,30 @@
  */
 
 /**
- * Who took time from an audio thread (a task, the idle CPU waking, an IRQ or a softirq).
+ * Who took time from an audio thread (a task, an IRQ or a softirq; an idle CPU never is).
  * @typedef {object} Culprit
- * @property {'task'|'idle'|'irq'|'softirq'} kind
+ * @property {'task'|'irq'|'softirq'} kind
  * @property {string} name
  * @property {number|null} pid
  * @property {number|null} tid
  * @property {number|null} irq
  * @property {string} policy
+ * @property {string[]} earlier_names
+ * @property {{pid: number, name: string}|null} parent
  * @property {number} cpu
  * @property {number} us
  * @property {number} count
+ */
+
+/**
+ * Why a thread waited on an idle CPU.
+ * @typedef {object} IdleCause
+ * @property {'steal'|'idle_exit'|'unexplained'} case
+ * @property {number} cpu
+ * @property {number} [steal_us]
+ * @property {number} [span_ms]
+ * @property {string} [state]
+ * @property {number} [exit_latency_us]
  */
 
 /**
@@ -283,6 +296,8 @@
  * @property {boolean} busy_at_period_start
  * @property {number} waited_us
  * @property {Culprit[]} ran_instead
+ * @property {number} idle_wait_us
+ * @property {IdleCause|null} idle_cause
  * @property {Culprit[]} interrupts
  * @property {number} interrupt_us
  * @property {number} ran_us
@@ -324,12 +339,15 @@
 /**
  * A culprit's totals over the time explain was on.
  * @typedef {object} CulpritTotal
- * @property {'task'|'idle'|'irq'|'softirq'} kind
+ * @property {'task'|'irq'|'softirq'} kind
  * @property {string} name
  * @property {number|null} pid
  * @property {number|null} tid
  * @property {number|null} irq
  * @property {string} policy
+ * @property {string[]} earlier_names
+ * @property {{pid: number, name: string}|null} parent
+ * @property {number} processes
  * @property {number} stolen_us
  * @property {number} dropouts
  * @property {number} main_culprit_of

@@ -65,17 +65,16 @@ pub struct BlameInput<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CulpritKind {
-    /// A task that ran on the CPU.
+    /// A task that ran on the CPU. (An idle CPU is never a culprit: it takes no time from
+    /// anyone; a wait on one is explained by [`IdleCause`].)
     Task,
-    /// The CPU was idle: the time is wake-up (idle exit, scheduling) latency.
-    Idle,
     /// A hardware interrupt handler.
     Irq,
     /// A softirq.
     Softirq,
 }
 
-/// Who took CPU time: a task, an idle CPU, an IRQ handler or a softirq. A culprit in one card
+/// Who took CPU time: a task, an IRQ handler or a softirq. A culprit in one card
 /// and a culprit's totals over a run ([`crate::CulpritTotal`]) both name it so.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Who {
@@ -89,9 +88,55 @@ pub struct Who {
     pub tid: Option<i32>,
     /// IRQ number.
     pub irq: Option<i32>,
-    /// Policy and priority, e.g. `SCHED_FIFO 90` (from procfs), or what the trace's kernel
-    /// priority says (`RT 90`) when the task is gone; empty for interrupts.
+    /// Policy and priority, e.g. `SCHED_FIFO 90` (from procfs, or as the tracer first saw the
+    /// task), or `SCHED_FIFO/RR 90` from the trace's kernel priority when the task was never
+    /// read (the kernel's priority cannot tell FIFO from RR); empty for interrupts.
     pub policy: String,
+    /// Names the task had before its newest one (`notahog (was python3)`), oldest first.
+    pub earlier_names: Vec<String>,
+    /// The task's parent process (pid, name), where known: children that inherited a
+    /// real-time policy are grouped under it in a run's totals.
+    pub parent: Option<ParentTask>,
+}
+
+/// A task's parent process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParentTask {
+    /// Its pid.
+    pub pid: i32,
+    /// Its name.
+    pub name: String,
+}
+
+/// Why an audio thread waited while its CPU was idle: an idle CPU takes no time, so the wait is
+/// the wake-up reaching a halted CPU late, or a virtual CPU the hypervisor was not running.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "case", rename_all = "snake_case")]
+pub enum IdleCause {
+    /// The hypervisor ran something else on the physical CPU (steal time in /proc/stat).
+    Steal {
+        /// The CPU the thread waited on.
+        cpu: u16,
+        /// Steal time on it over the sampled span, µs (10 ms resolution).
+        steal_us: f64,
+        /// The span the steal counter covers, ms.
+        span_ms: f64,
+    },
+    /// The CPU was in an idle state whose exit takes time.
+    IdleExit {
+        /// The CPU the thread waited on.
+        cpu: u16,
+        /// The deepest state it entered around the wait (`C6`, `halt`).
+        state: String,
+        /// That state's declared exit latency, µs.
+        exit_latency_us: u32,
+    },
+    /// Nothing read explains it (no steal, no deep idle state, or the counters were not
+    /// sampled): low confidence; events may have been missed.
+    Unexplained {
+        /// The CPU the thread waited on.
+        cpu: u16,
+    },
 }
 
 /// Who took CPU time from an audio thread, and how much.
@@ -150,8 +195,12 @@ pub struct ThreadBlame {
     pub busy_at_period_start: bool,
     /// Runnable but not running, µs.
     pub waited_us: f64,
-    /// Who ran on its CPU while it waited (tasks and idle), largest first.
+    /// Who ran on its CPU while it waited (tasks only), largest first.
     pub ran_instead: Vec<Culprit>,
+    /// Time it was runnable while its CPU was idle, µs: wake-up latency, not taken by anyone.
+    pub idle_wait_us: f64,
+    /// What explains `idle_wait_us`, when there is any.
+    pub idle_cause: Option<IdleCause>,
     /// Interrupt and softirq time on its CPU while it waited or ran, largest first.
     pub interrupts: Vec<Culprit>,
     /// Sum of `interrupts`, µs.
@@ -672,12 +721,21 @@ fn add_culprit(list: &mut Vec<Culprit>, mut c: Culprit, ns: u64) {
     if ns == 0 {
         return;
     }
-    match list.iter_mut().find(|x| {
-        (&x.who.kind, &x.who.name, x.who.tid, x.cpu) == (&c.who.kind, &c.who.name, c.who.tid, c.cpu)
-    }) {
+    // A task is one culprit whatever names it went by (a process may rename itself); an
+    // interrupt is its handler's name.
+    let same = |x: &Culprit| {
+        x.cpu == c.cpu
+            && x.who.kind == c.who.kind
+            && match c.who.kind {
+                CulpritKind::Task => x.who.tid == c.who.tid,
+                _ => x.who.name == c.who.name && x.who.irq == c.who.irq,
+            }
+    };
+    match list.iter_mut().find(|x| same(x)) {
         Some(x) => {
             x.us += us(ns);
             x.count += 1;
+            merge_names(&mut x.who, &c.who);
         }
         None => {
             c.us = us(ns);
@@ -687,33 +745,52 @@ fn add_culprit(list: &mut Vec<Culprit>, mut c: Culprit, ns: u64) {
     }
 }
 
-fn task_culprit(o: &Occupancy, cpu: u16, lookup: &dyn TaskLookup) -> Culprit {
-    if o.tid == 0 {
-        return new_culprit(
-            Who {
-                kind: CulpritKind::Idle,
-                name: format!("idle (swapper/{cpu})"),
-                pid: Some(0),
-                tid: Some(0),
-                irq: None,
-                policy: String::new(),
-            },
-            cpu,
-        );
+/// Keeps the newest name in `into` and every other name it went by in `earlier_names`.
+pub(crate) fn merge_names(into: &mut Who, other: &Who) {
+    for name in other
+        .earlier_names
+        .iter()
+        .chain(std::iter::once(&other.name))
+    {
+        if *name != into.name && !into.earlier_names.contains(name) {
+            into.earlier_names.push(name.clone());
+        }
     }
-    // procfs is trusted only while the thread id still carries the same name.
-    let found = lookup.lookup(o.tid).filter(|t| t.comm == o.comm);
-    new_culprit(
+}
+
+/// The task that occupied a CPU, or `None` for the idle task (which takes no one's time).
+fn task_culprit(o: &Occupancy, cpu: u16, lookup: &dyn TaskLookup) -> Option<Culprit> {
+    if o.tid == 0 {
+        return None;
+    }
+    let found = lookup.lookup(o.tid);
+    // The trace's name is what the task was called then; procfs (or the tracer's first sight)
+    // has its newest name. Both are kept, so a renamed task stays one culprit.
+    let name = found
+        .as_ref()
+        .map_or_else(|| o.comm.clone(), |t| t.comm.clone());
+    let earlier_names = if name != o.comm {
+        vec![o.comm.clone()]
+    } else {
+        Vec::new()
+    };
+    Some(new_culprit(
         Who {
             kind: CulpritKind::Task,
-            name: o.comm.clone(),
+            name,
             pid: Some(found.as_ref().map_or(o.tid, |t| t.pid)),
             tid: Some(o.tid),
             irq: None,
-            policy: found.map_or_else(|| describe_kernel_prio(o.prio), |t| t.policy),
+            policy: found
+                .as_ref()
+                .map_or_else(|| describe_kernel_prio(o.prio), |t| t.policy.clone()),
+            earlier_names,
+            parent: found
+                .and_then(|t| t.parent)
+                .map(|(pid, name)| ParentTask { pid, name }),
         },
         cpu,
-    )
+    ))
 }
 
 fn irq_culprit(i: &IrqSpan, cpu: u16) -> Culprit {
@@ -725,9 +802,77 @@ fn irq_culprit(i: &IrqSpan, cpu: u16) -> Culprit {
             tid: None,
             irq: i.irq,
             policy: String::new(),
+            earlier_names: Vec::new(),
+            parent: None,
         },
         cpu,
     )
+}
+
+/// `hog (pid 4711, SCHED_FIFO 90)`, with earlier names: `notahog (was python3) (pid ...)`.
+pub fn task_words(who: &Who) -> String {
+    let was = if who.earlier_names.is_empty() {
+        String::new()
+    } else {
+        format!(" (was {})", who.earlier_names.join(", "))
+    };
+    format!(
+        "{}{was} (pid {}, {})",
+        who.name,
+        who.pid.unwrap_or(0),
+        who.policy
+    )
+}
+
+/// `on CPU1 for the vCPU to run: 9.80 ms of hypervisor steal ...`.
+pub fn idle_words(cause: &IdleCause) -> String {
+    match cause {
+        IdleCause::Steal {
+            cpu,
+            steal_us,
+            span_ms,
+        } => format!(
+            "on idle CPU{cpu}: the vCPU was not running ({:.2} ms of hypervisor steal in the {span_ms:.0} ms around it)",
+            steal_us / 1000.0
+        ),
+        IdleCause::IdleExit {
+            cpu,
+            state,
+            exit_latency_us,
+        } => format!("on idle CPU{cpu}, waking from {state} ({exit_latency_us} µs exit latency)"),
+        IdleCause::Unexplained { cpu } => format!(
+            "on CPU{cpu}; unexplained: the CPU was idle while the thread was runnable (low \
+             confidence: no steal or deep idle state was seen, events may be missing)"
+        ),
+    }
+}
+
+/// Why a CPU that was idle did not run a runnable thread: steal on it, else the deepest idle
+/// state cpuidle's counters saw it enter around the wait, else nothing.
+fn explain_idle(cpu: u16, context: &crate::cpu_context::CpuContext) -> IdleCause {
+    // Steal counts in 10 ms ticks: any tick is a real stretch of the vCPU not running.
+    if let Some(&steal) = context.steal_ns.get(&cpu).filter(|&&s| s > 0) {
+        return IdleCause::Steal {
+            cpu,
+            steal_us: us(steal),
+            span_ms: context.span_ms,
+        };
+    }
+    // The deepest state with an exit latency that cpuidle's counters saw the CPU enter. (A
+    // recorded cpu_idle event gives a state's index, whose name and latency are the same.)
+    let deepest = context.idle_entered.get(&cpu).and_then(|list| {
+        list.iter()
+            .filter(|e| e.exit_latency_us > 0)
+            .max_by_key(|e| e.exit_latency_us)
+    });
+    match deepest {
+        Some(e) => IdleCause::IdleExit {
+            cpu,
+            state: e.name.clone(),
+            exit_latency_us: e.exit_latency_us,
+        },
+        None => IdleCause::Unexplained { cpu },
+    }
 }
 
 /// A culprit on `cpu` that has taken no time yet ([`add_culprit`] adds it).
@@ -777,6 +922,8 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
         let mut waited_ns = 0;
         let mut wait_task_ns = 0;
         let mut wait_irq_ns = 0;
+        let mut idle_wait_ns = 0;
+        let mut idle_wait_cpu: BTreeMap<u16, u64> = BTreeMap::new();
         let mut main_wait_cpu: BTreeMap<u16, u64> = BTreeMap::new();
         for (span, cpu) in track
             .waits
@@ -800,8 +947,16 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
                 }
                 let irq_ns = tl.irq_time(&part);
                 let task_ns = (part.end - part.start).saturating_sub(irq_ns);
-                wait_task_ns += task_ns;
-                add_culprit(&mut ran_instead, task_culprit(o, cpu, lookup), task_ns);
+                match task_culprit(o, cpu, lookup) {
+                    Some(c) => {
+                        wait_task_ns += task_ns;
+                        add_culprit(&mut ran_instead, c, task_ns);
+                    }
+                    None => {
+                        idle_wait_ns += task_ns;
+                        *idle_wait_cpu.entry(cpu).or_default() += task_ns;
+                    }
+                }
             }
             for i in &tl.irqs {
                 let ns = i.span.overlap(&span);
@@ -864,6 +1019,10 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
         let cpu_khz = cpus
             .iter()
             .find_map(|c| timelines.get(c).and_then(|tl| tl.freq_khz));
+        let idle_cause = idle_wait_cpu
+            .iter()
+            .max_by_key(|(_, ns)| **ns)
+            .map(|(&cpu, _)| explain_idle(cpu, &input.window.cpu));
         let tb = ThreadBlame {
             role: at.role.clone(),
             tid: at.tid,
@@ -872,6 +1031,8 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
             busy_at_period_start: busy_at_start,
             waited_us: us(waited_ns),
             ran_instead: ran_instead.clone(),
+            idle_wait_us: us(idle_wait_ns),
+            idle_cause: idle_cause.clone(),
             interrupts: interrupts.clone(),
             interrupt_us: us(interrupt_ns),
             ran_us: us(ran_ns),
@@ -891,7 +1052,12 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
             wait_accounted: if waited_ns == 0 {
                 1.0
             } else {
-                ((wait_task_ns + wait_irq_ns) as f64 / waited_ns as f64).min(1.0)
+                // An idle wait with a cause (steal, an idle-state exit) is accounted for.
+                let idle = match &idle_cause {
+                    Some(IdleCause::Unexplained { .. }) | None => 0,
+                    Some(_) => idle_wait_ns,
+                };
+                ((wait_task_ns + wait_irq_ns + idle) as f64 / waited_ns as f64).min(1.0)
             },
             unseen_switch_ins: track.unseen_switch_ins,
             wake_inferred: track.wake_inferred,
@@ -903,28 +1069,32 @@ pub fn blame(input: &BlameInput<'_>, lookup: &dyn TaskLookup) -> BlameCard {
                 .iter()
                 .max_by_key(|(_, ns)| **ns)
                 .map_or(top.cpu, |(c, _)| *c);
-            let text = if top.who.kind == CulpritKind::Idle {
-                format!(
-                    "{} waited {} on CPU{wait_cpu} for the idle CPU to wake and schedule it",
-                    at.role,
-                    ms_text(wait_task_ns)
-                )
-            } else {
-                format!(
-                    "{} waited {} on CPU{wait_cpu} behind {} (pid {}, {})",
-                    at.role,
-                    ms_text(wait_task_ns),
-                    top.who.name,
-                    top.who.pid.unwrap_or(0),
-                    top.who.policy
-                )
-            };
+            let text = format!(
+                "{} waited {} on CPU{wait_cpu} behind {}",
+                at.role,
+                ms_text(wait_task_ns),
+                task_words(&top.who)
+            );
             candidates.push(Candidate {
                 cause: Cause::Waited,
                 ns: wait_task_ns,
                 thread: index,
                 text,
                 culprit: Some(top.clone()),
+            });
+        }
+        if let (Some(cause), true) = (&idle_cause, idle_wait_ns > 0) {
+            candidates.push(Candidate {
+                cause: Cause::WokeLate,
+                ns: idle_wait_ns,
+                thread: index,
+                text: format!(
+                    "{} waited {} {}",
+                    at.role,
+                    ms_text(idle_wait_ns),
+                    idle_words(cause)
+                ),
+                culprit: None,
             });
         }
         if let Some(top) = interrupts.first() {

@@ -68,6 +68,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod blame;
+pub mod cpu_context;
 pub mod culprits;
 pub mod decode;
 pub mod event;
@@ -79,13 +80,14 @@ pub mod recorder;
 pub mod setup;
 
 pub use blame::{
-    blame, AudioThread, BlameCard, BlameInput, Cause, Culprit, CulpritKind, Migration, Sleep,
-    ThreadBlame, Who,
+    blame, AudioThread, BlameCard, BlameInput, Cause, Culprit, CulpritKind, IdleCause, Migration,
+    ParentTask, Sleep, ThreadBlame, Who,
 };
+pub use cpu_context::{CpuContext, IdleEntry};
 pub use culprits::{CulpritTotal, Culprits};
 pub use decode::{EventSpec, EVENTS};
 pub use event::{Comm, EventKind, TraceEvent};
 pub use perfetto::{PerfettoOptions, PerfettoSummary, PerfettoWriter, Track};
-pub use procinfo::{NoLookup, ProcLookup, TaskIdentity, TaskLookup};
+pub use procinfo::{NoLookup, ProcLookup, SeenTasks, TaskIdentity, TaskLookup};
 pub use recorder::{now_ns, Cursor, TraceInfo, TraceOptions, TraceStats, Tracer, Window};
 pub use setup::{Roots, TraceUnavailable};

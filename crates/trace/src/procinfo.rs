@@ -1,7 +1,11 @@
-//! Who a thread id is: its process id, name and scheduling policy, read from procfs when a blame
-//! card is built (on the caller's non-real-time thread). Best effort: the culprit may be gone.
+//! Who a thread id is: its process id, name, scheduling policy and parent, read from procfs when
+//! a blame card is built (on the caller's non-real-time thread), or remembered from when the
+//! tracer first saw the task ([`SeenTasks`], filled by the tracer's reader thread), because a
+//! short-lived culprit is often gone by the time its card is made.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// What procfs says about a task right now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +16,8 @@ pub struct TaskIdentity {
     pub comm: String,
     /// Policy and priority, e.g. `SCHED_FIFO 90` or `SCHED_OTHER nice 0`.
     pub policy: String,
+    /// Its parent process: pid and name, where known.
+    pub parent: Option<(i32, String)>,
 }
 
 /// Looks up a thread id; blame cards use it to name the policy of the tasks they blame.
@@ -54,13 +60,29 @@ impl TaskLookup for ProcLookup {
         let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
         let status = std::fs::read_to_string(dir.join("status")).ok()?;
         let (comm, policy) = parse_stat(&stat)?;
+        let ppid: Option<i32> = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|p| p.trim().parse().ok())
+            .filter(|&p| p > 1);
+        let parent = ppid.map(|p| {
+            let name = std::fs::read_to_string(self.proc_root.join(p.to_string()).join("comm"))
+                .map(|c| c.trim_end().to_owned())
+                .unwrap_or_default();
+            (p, name)
+        });
         let pid = status
             .lines()
             .find_map(|l| l.strip_prefix("Tgid:"))?
             .trim()
             .parse()
             .ok()?;
-        Some(TaskIdentity { pid, comm, policy })
+        Some(TaskIdentity {
+            pid,
+            comm,
+            policy,
+            parent,
+        })
     }
 }
 
@@ -96,8 +118,72 @@ pub fn describe_policy(policy: i64, rt_priority: i64, nice: i64) -> String {
 pub fn describe_kernel_prio(prio: i32) -> String {
     match prio {
         p if p < 0 => "SCHED_DEADLINE".to_owned(),
-        p if p < 100 => format!("RT {}", 99 - p),
+        // The kernel's priority cannot tell FIFO from RR: one form says both, everywhere.
+        p if p < 100 => format!("SCHED_FIFO/RR {}", 99 - p),
         p => format!("normal nice {}", p - 120),
+    }
+}
+
+/// Tasks as the tracer first saw them, while they were alive, plus procfs for the rest. Shared
+/// between the tracer's reader thread (which adds real-time tasks as they appear) and the thread
+/// that builds cards. Bounded: it forgets everything past [`SeenTasks::CAPACITY`] entries.
+#[derive(Debug, Clone)]
+pub struct SeenTasks {
+    seen: Arc<Mutex<HashMap<i32, TaskIdentity>>>,
+    procfs: ProcLookup,
+}
+
+impl SeenTasks {
+    /// Entries kept before the cache starts over (a few hundred bytes each).
+    pub const CAPACITY: usize = 4096;
+
+    /// An empty cache over procfs at `proc_root`.
+    pub fn new(proc_root: &Path) -> SeenTasks {
+        SeenTasks {
+            seen: Arc::new(Mutex::new(HashMap::new())),
+            procfs: ProcLookup::new(proc_root),
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<i32, TaskIdentity>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers `tid` as procfs shows it now, unless it is known already (reader thread).
+    pub fn note(&self, tid: i32) {
+        if tid <= 0 || self.map().contains_key(&tid) {
+            return;
+        }
+        if let Some(t) = self.procfs.lookup(tid) {
+            let mut map = self.map();
+            if map.len() >= Self::CAPACITY {
+                map.clear();
+            }
+            map.insert(tid, t);
+        }
+    }
+
+    /// How many tasks are remembered.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl TaskLookup for SeenTasks {
+    fn lookup(&self, tid: i32) -> Option<TaskIdentity> {
+        // Seen during this trace: the same task, even if it has exited or renamed itself since.
+        let seen = self.map().get(&tid).cloned();
+        match (seen, self.procfs.lookup(tid)) {
+            // Alive and unchanged, or renamed: procfs has its newest name and policy.
+            (Some(old), Some(now)) if old.pid == now.pid => Some(now),
+            (Some(old), _) => Some(old),
+            (None, now) => now,
+        }
     }
 }
 
@@ -116,7 +202,7 @@ mod tests {
 
     #[test]
     fn kernel_prio_maps_to_rt_and_nice() {
-        assert_eq!(describe_kernel_prio(9), "RT 90");
+        assert_eq!(describe_kernel_prio(9), "SCHED_FIFO/RR 90");
         assert_eq!(describe_kernel_prio(120), "normal nice 0");
         assert_eq!(describe_kernel_prio(115), "normal nice -5");
         assert_eq!(describe_kernel_prio(-1), "SCHED_DEADLINE");

@@ -3,9 +3,11 @@
 //! milliseconds into a bounded rolling window. Callers (the engine's collector thread, the
 //! Perfetto writer) take snapshots of that window; nothing here touches the audio threads.
 
+use crate::cpu_context::{CpuContext, CpuSampler, SAMPLE_EVERY_MS};
 use crate::decode::Decoder;
 use crate::event::{EventKind, TraceEvent};
 use crate::perf::{open_cpu, CpuRing};
+use crate::procinfo::SeenTasks;
 use crate::setup::{prepare, Roots, TraceUnavailable};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -112,6 +114,8 @@ pub struct Window {
     /// False when the window no longer reached back to `t0_ns` (aged out or capped) or the
     /// reader had not yet caught up with `t1_ns`: the events are then incomplete.
     pub complete: bool,
+    /// Steal and idle-state entries per CPU around the window (sampled, not traced).
+    pub cpu: CpuContext,
 }
 
 /// Where a streaming consumer ([`Tracer::read_new`]) is in the event sequence.
@@ -199,6 +203,8 @@ impl WindowState {
 
 struct Shared {
     window: Mutex<WindowState>,
+    /// Steal and idle-state counters, sampled by the reader.
+    cpu: Mutex<CpuSampler>,
     stop: AtomicBool,
     /// CLOCK_MONOTONIC at the start of the reader's last completed drain: every event stamped
     /// before it is in the window.
@@ -211,6 +217,10 @@ impl Shared {
         // A panic on the reader thread must not take the caller down with a poisoned lock.
         self.window.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn cpu_lock(&self) -> MutexGuard<'_, CpuSampler> {
+        self.cpu.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// The running flight recorder. Dropping it (or [`Tracer::stop`]) stops the events and joins
@@ -220,6 +230,7 @@ pub struct Tracer {
     shared: Arc<Shared>,
     reader: Option<JoinHandle<()>>,
     info: TraceInfo,
+    tasks: SeenTasks,
     poll: Duration,
     started_ns: u64,
     /// When `stop` was asked for: closing the events takes a while (the kernel unregisters
@@ -327,10 +338,17 @@ impl Tracer {
         let started_ns = now_ns();
         let shared = Arc::new(Shared {
             window: Mutex::new(WindowState::new()),
+            cpu: Mutex::new(CpuSampler::new(
+                &options.roots.proc_root,
+                &options.roots.sys_root,
+                cpus,
+                options.window_ms * 1_000_000,
+            )),
             stop: AtomicBool::new(false),
             drained_until_ns: AtomicU64::new(0),
             reader_cpu_ns: AtomicU64::new(0),
         });
+        let tasks = SeenTasks::new(&options.roots.proc_root);
         let reader = Reader {
             shared: shared.clone(),
             rings,
@@ -339,6 +357,7 @@ impl Tracer {
             max_events: options.max_events.max(1),
             poll: Duration::from_millis(options.poll_ms.max(1)),
             cpus: reader_cpus,
+            tasks: tasks.clone(),
         };
         let handle = std::thread::Builder::new()
             .name("xrl-trace".into())
@@ -355,7 +374,15 @@ impl Tracer {
             poll: Duration::from_millis(options.poll_ms.max(1)),
             started_ns,
             stopped_ns: None,
+            tasks,
         })
+    }
+
+    /// Who the tasks in the events are: real-time tasks as the reader first saw them (so a
+    /// short-lived culprit is still named, with its policy and parent, after it exits), and
+    /// procfs for the rest. Pass it to [`crate::blame()`] as the lookup.
+    pub fn tasks(&self) -> SeenTasks {
+        self.tasks.clone()
     }
 
     /// What was set up.
@@ -400,6 +427,7 @@ impl Tracer {
             events,
             lost_events,
             complete,
+            cpu: self.shared.cpu_lock().context(t0_ns, t1_ns),
         }
     }
 
@@ -499,6 +527,8 @@ struct Reader {
     poll: Duration,
     /// CPUs to pin to, off the traced ones (see [`reader_cpus`]).
     cpus: Option<Vec<usize>>,
+    /// Real-time tasks as first seen, for cards made after they exit.
+    tasks: SeenTasks,
 }
 
 impl Reader {
@@ -512,8 +542,14 @@ impl Reader {
             });
         }
         let mut batch = Vec::new();
+        let mut next_sample = 0;
         loop {
             let stopping = self.shared.stop.load(Ordering::Acquire);
+            let now = now_ns();
+            if now >= next_sample {
+                self.shared.cpu_lock().sample(now);
+                next_sample = now + SAMPLE_EVERY_MS * 1_000_000;
+            }
             if stopping {
                 for ring in &mut self.rings {
                     ring.disable();
@@ -545,6 +581,30 @@ impl Reader {
         }
         // Each ring is in time order; a stable sort merges the runs cheaply.
         batch.sort_by_key(|e| e.ts_ns);
+        // A real-time task that preempts audio is often short-lived: read who it is (name,
+        // process, policy, parent) while it still exists. Only new tids cost a procfs read.
+        for e in batch.iter() {
+            match e.kind {
+                EventKind::Switch {
+                    next_tid,
+                    next_prio,
+                    prev_tid,
+                    prev_prio,
+                    ..
+                } => {
+                    if (0..100).contains(&next_prio) {
+                        self.tasks.note(next_tid);
+                    }
+                    if (0..100).contains(&prev_prio) {
+                        self.tasks.note(prev_tid);
+                    }
+                }
+                EventKind::Wakeup { tid, prio, .. } if (0..100).contains(&prio) => {
+                    self.tasks.note(tid)
+                }
+                _ => {}
+            }
+        }
         self.shared
             .lock()
             .absorb(batch, &lost, now, self.window_ns, self.max_events);

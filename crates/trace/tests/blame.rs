@@ -4,7 +4,7 @@
 
 use xrunlab_trace::{
     blame, AudioThread, BlameCard, BlameInput, Cause, Comm, CulpritKind, Culprits, EventKind,
-    NoLookup, TaskIdentity, TaskLookup, TraceEvent, Window,
+    IdleCause, NoLookup, TaskIdentity, TaskLookup, TraceEvent, Window,
 };
 
 const MS: u64 = 1_000_000;
@@ -90,6 +90,7 @@ fn window(mut events: Vec<TraceEvent>, lost: u64) -> Window {
         events,
         lost_events: lost,
         complete: true,
+        ..Default::default()
     }
 }
 
@@ -131,6 +132,7 @@ impl TaskLookup for HogAlive {
             pid: 4700,
             comm: "xrl-hog".into(),
             policy: "SCHED_FIFO 90".into(),
+            parent: None,
         })
     }
 }
@@ -205,7 +207,8 @@ fn without_procfs_the_policy_comes_from_the_kernel_priority() {
     let (threads, w) = hog_scenario();
     let c = card(&threads, &w, 2520 * US, &[], &NoLookup);
     assert!(
-        c.verdict.ends_with("behind xrl-hog (pid 4711, RT 90)"),
+        c.verdict
+            .ends_with("behind xrl-hog (pid 4711, SCHED_FIFO/RR 90)"),
         "{}",
         c.verdict
     );
@@ -480,7 +483,10 @@ fn the_culprit_table_sums_over_cards_and_counts_main_culprits() {
     // A later card built after the hog exited knows only the trace's priority: the policy
     // read from procfs stays.
     let gone = card(&threads, &w, 2520 * US, &[], &NoLookup);
-    assert_eq!(gone.main_culprit.as_ref().unwrap().who.policy, "RT 90");
+    assert_eq!(
+        gone.main_culprit.as_ref().unwrap().who.policy,
+        "SCHED_FIFO/RR 90"
+    );
     table.add(&gone);
     assert_eq!(table.top(1)[0].who.policy, "SCHED_FIFO 90");
     assert!((top[0].stolen_us - 2040.0).abs() < 1e-6);
@@ -594,4 +600,245 @@ fn a_run_whose_switch_in_from_idle_is_missing_is_inferred_from_the_engines_wake_
         c.threads[0]
     );
     assert_eq!(c.cause, Cause::RanLong);
+}
+
+/// Worker 1 is woken at 1.0 ms on CPU0, which stays idle until the worker runs at 2.0 ms: a wait
+/// that nobody took, only an idle CPU that did not schedule it.
+fn idle_scenario(cpu: xrunlab_trace::CpuContext) -> (Vec<AudioThread>, Window) {
+    let mut events = vec![
+        switch(
+            500 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(
+            2000 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("worker 1", 100, FIFO70),
+        ),
+        switch(
+            2400 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    events.extend(wake(MS, 0, "worker 1", 100, 0, 0));
+    let threads = vec![thread(
+        "worker 1",
+        100,
+        2000 * US,
+        2400 * US,
+        Some(400 * US),
+    )];
+    let mut w = window(events, 0);
+    w.cpu = cpu;
+    (threads, w)
+}
+
+fn context(steal_ms: u64, entered: &[(&str, u32)]) -> xrunlab_trace::CpuContext {
+    let mut c = xrunlab_trace::CpuContext {
+        span_ms: 200.0,
+        ..Default::default()
+    };
+    c.steal_ns.insert(0, steal_ms * MS);
+    c.idle_entered.insert(
+        0,
+        entered
+            .iter()
+            .map(|(name, lat)| xrunlab_trace::IdleEntry {
+                name: (*name).into(),
+                exit_latency_us: *lat,
+                entries: 3,
+            })
+            .collect(),
+    );
+    c
+}
+
+#[test]
+fn an_idle_cpu_is_never_a_culprit_and_hypervisor_steal_explains_the_wait() {
+    let (threads, w) = idle_scenario(context(10, &[("POLL", 0)]));
+    let c = card(&threads, &w, 2400 * US, &[], &NoLookup);
+    let t = &c.threads[0];
+    assert!(
+        t.ran_instead.is_empty(),
+        "idle is not a culprit: {:?}",
+        t.ran_instead
+    );
+    assert!(c.main_culprit.is_none());
+    assert!((t.idle_wait_us - 1000.0).abs() < 1e-6, "{}", t.idle_wait_us);
+    assert_eq!(
+        t.idle_cause,
+        Some(IdleCause::Steal {
+            cpu: 0,
+            steal_us: 10_000.0,
+            span_ms: 200.0
+        })
+    );
+    assert_eq!(t.wait_accounted, 1.0, "steal explains the wait");
+    assert!(
+        c.verdict
+            .contains("the vCPU was not running (10.00 ms of hypervisor steal"),
+        "{}",
+        c.verdict
+    );
+}
+
+#[test]
+fn without_steal_the_deepest_idle_state_entered_explains_the_wait() {
+    let (threads, w) = idle_scenario(context(0, &[("POLL", 0), ("C1", 2), ("C6", 200)]));
+    let c = card(&threads, &w, 2400 * US, &[], &NoLookup);
+    assert_eq!(
+        c.threads[0].idle_cause,
+        Some(IdleCause::IdleExit {
+            cpu: 0,
+            state: "C6".into(),
+            exit_latency_us: 200
+        })
+    );
+    assert!(
+        c.verdict.contains("waking from C6 (200 µs exit latency)"),
+        "{}",
+        c.verdict
+    );
+}
+
+#[test]
+fn an_idle_wait_nothing_explains_says_so_with_low_confidence() {
+    let (threads, w) = idle_scenario(xrunlab_trace::CpuContext::default());
+    let c = card(&threads, &w, 2400 * US, &[], &NoLookup);
+    assert_eq!(
+        c.threads[0].idle_cause,
+        Some(IdleCause::Unexplained { cpu: 0 })
+    );
+    assert!(
+        c.threads[0].wait_accounted < 0.01,
+        "an unexplained wait is not accounted"
+    );
+    assert!(
+        c.verdict.contains(
+            "unexplained: the CPU was idle while the thread was runnable (low confidence"
+        ),
+        "{}",
+        c.verdict
+    );
+}
+
+/// A hog that renamed itself (python3 → notahog) between two cards, and three short-lived
+/// children of one shell that inherited SCHED_FIFO 85.
+struct Family;
+impl TaskLookup for Family {
+    fn lookup(&self, tid: i32) -> Option<TaskIdentity> {
+        let shell = Some((300, "bash".to_owned()));
+        match tid {
+            4711 => Some(TaskIdentity {
+                pid: 4711,
+                comm: "notahog".into(),
+                policy: "SCHED_FIFO 85".into(),
+                parent: None,
+            }),
+            501..=503 => Some(TaskIdentity {
+                pid: tid,
+                comm: "sleep".into(),
+                policy: "SCHED_FIFO 85".into(),
+                parent: shell,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The worker waits 1 ms on CPU0 behind `tid` running under the name `comm`.
+fn preempted_by(tid: i32, comm: &str) -> (Vec<AudioThread>, Window) {
+    let mut events = vec![
+        switch(
+            500 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(900 * US, 0, ("swapper/0", 0, 120, 0), (comm, tid, 14)),
+        switch(2000 * US, 0, (comm, tid, 14, S), ("worker 1", 100, FIFO70)),
+        switch(
+            2400 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    events.extend(wake(MS, 0, "worker 1", 100, 0, 0));
+    (
+        vec![thread(
+            "worker 1",
+            100,
+            2000 * US,
+            2400 * US,
+            Some(400 * US),
+        )],
+        window(events, 0),
+    )
+}
+
+#[test]
+fn a_renamed_hog_is_one_culprit_and_inherited_children_are_one_row_under_their_parent() {
+    let mut table = Culprits::new();
+    for (tid, comm) in [
+        (4711, "python3"),
+        (4711, "notahog"),
+        (501, "sleep"),
+        (502, "sleep"),
+        (503, "sleep"),
+    ] {
+        let (threads, w) = preempted_by(tid, comm);
+        let c = card(&threads, &w, 2400 * US, &[], &Family);
+        if comm == "python3" {
+            // The card itself already names the task by its newest name and keeps the old one.
+            let who = &c.main_culprit.as_ref().unwrap().who;
+            assert_eq!(
+                (who.name.as_str(), who.earlier_names.clone()),
+                ("notahog", vec!["python3".to_owned()])
+            );
+            assert!(
+                c.verdict
+                    .contains("behind notahog (was python3) (pid 4711, SCHED_FIFO 85)"),
+                "{}",
+                c.verdict
+            );
+        }
+        table.add(&c);
+    }
+    let top = table.top(10);
+    assert_eq!(
+        top.len(),
+        2,
+        "one row for the hog, one for the children: {top:#?}"
+    );
+    let hog = top
+        .iter()
+        .find(|t| t.who.tid == Some(4711))
+        .expect("the hog's row");
+    assert_eq!(hog.who.name, "notahog");
+    assert_eq!(hog.who.earlier_names, ["python3"]);
+    assert_eq!(hog.dropouts, 2);
+    let kids = top
+        .iter()
+        .find(|t| t.processes > 1)
+        .expect("the children's row");
+    assert_eq!(kids.who.name, "children of bash");
+    assert_eq!(
+        (kids.processes, kids.who.pid, kids.dropouts),
+        (3, Some(300), 3)
+    );
+    assert!(
+        (kids.stolen_us - 3.0 * 1000.0).abs() < 1.0,
+        "{}",
+        kids.stolen_us
+    );
+    assert_eq!(
+        kids.who.policy, "SCHED_FIFO 85",
+        "one label for the policy everywhere"
+    );
 }

@@ -313,6 +313,7 @@ impl TaskLookup for Hogs {
             pid: 999,
             comm: "hog".into(),
             policy: "SCHED_FIFO 90".into(),
+            parent: None,
         })
     }
 }
@@ -366,6 +367,7 @@ fn a_node_held_off_its_cpu_by_a_fifo_hog_woke_late_and_the_card_names_the_hog() 
         events,
         lost_events: 0,
         complete: true,
+        ..Default::default()
     };
     let t = procs();
     let mapping = map_node(t.path(), Some(4242));

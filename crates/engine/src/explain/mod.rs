@@ -31,7 +31,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use xrunlab_trace::blame::{LEAD_IN_NS, MARGIN_NS};
 use xrunlab_trace::{
-    blame, now_ns, AudioThread, BlameCard, BlameInput, CulpritTotal, Culprits, ProcLookup,
+    blame, now_ns, AudioThread, BlameCard, BlameInput, CulpritTotal, Culprits, SeenTasks,
     TraceInfo, TraceOptions, TraceStats, Tracer,
 };
 
@@ -204,7 +204,7 @@ pub struct Explainer {
     fresh: Vec<Dropout>,
     culprits: Culprits,
     bucket: Bucket,
-    lookup: ProcLookup,
+    lookup: SeenTasks,
     dropouts: u64,
     cards: u64,
     without_card: u64,
@@ -221,7 +221,11 @@ impl Explainer {
             Err(e) => (None, Some(e.to_string())),
         };
         let info = tracer.as_ref().map(|t| t.info().clone());
-        let lookup = ProcLookup::new(&options.trace.roots.proc_root);
+        // Tasks as the tracer first saw them (a short-lived culprit is gone by card time).
+        let lookup = match &tracer {
+            Some(t) => t.tasks(),
+            None => SeenTasks::new(&options.trace.roots.proc_root),
+        };
         let bucket = Bucket {
             tokens: f64::from(options.card_burst),
             per_ns: options.cards_per_second / 1e9,
