@@ -312,3 +312,68 @@ fn capacity_on_jack_asks_the_server_for_each_buffer_and_finds_a_clean_count() {
         .iter()
         .all(|b| b.is_power_of_two() && (16..=4096).contains(b)));
 }
+
+#[test]
+fn pinning_on_jack_pins_the_process_thread_apart_from_every_worker() {
+    let _turn = take_turn();
+    let server = TestServer::start("xrl-cli-pin", 256);
+    let dir = scratch("pin");
+    let json = dir.join("pin.json");
+    let out = xrunlab()
+        .args(["run", "--device", "jack", "--jack-server", server.name()])
+        .args([
+            "--pin",
+            "--sines",
+            "300",
+            "--duration",
+            "4s",
+            "-q",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("xrunlab runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("JSON written")).expect("JSON");
+    let threads = r["scheduling"]["threads"].as_array().expect("threads");
+    let affinity = |t: &serde_json::Value| t["sched"]["affinity"].clone();
+    let driver = threads
+        .iter()
+        .find(|t| t["index"] == 0)
+        .expect("the driver's entry");
+    assert_eq!(
+        affinity(driver)["status"],
+        "applied",
+        "the driver (JACK's thread) is pinned: {}",
+        affinity(driver)
+    );
+    let cpus_of = |t: &serde_json::Value| affinity(t)["detail"].as_str().unwrap_or("").to_owned();
+    let driver_cpus = cpus_of(driver);
+    assert!(!driver_cpus.is_empty(), "{driver}");
+    let workers: Vec<&serde_json::Value> = threads.iter().filter(|t| t["index"] != 0).collect();
+    assert!(
+        !workers.is_empty(),
+        "the standard preset has a worker on 2 CPUs"
+    );
+    for w in &workers {
+        assert_eq!(affinity(w)["status"], "applied");
+        assert_ne!(
+            cpus_of(w),
+            driver_cpus,
+            "a worker shares the driver's CPU: {w}"
+        );
+    }
+    // Each processing thread takes a real share of the 300 sines.
+    for t in r["summary"]["threads"]
+        .as_array()
+        .expect("per-thread summary")
+    {
+        let share = t["share_pct"].as_f64().unwrap_or(0.0);
+        assert!(share > 5.0, "a thread took {share} % of the work: {t}");
+    }
+}

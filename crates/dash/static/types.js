@@ -268,7 +268,7 @@
  * @property {number|null} irq
  * @property {string} policy
  * @property {string[]} earlier_names
- * @property {{pid: number, name: string}|null} parent
+ * @property {{pid: number, name: string, policy: string}|null} parent
  * @property {number} cpu
  * @property {number} us
  * @property {number} count
@@ -346,7 +346,7 @@
  * @property {number|null} irq
  * @property {string} policy
  * @property {string[]} earlier_names
- * @property {{pid: number, name: string}|null} parent
+ * @property {{pid: number, name: string, policy: string}|null} parent
  * @property {number} processes
  * @property {number} stolen_us
  * @property {number} dropouts

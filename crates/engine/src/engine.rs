@@ -570,7 +570,13 @@ fn register_thread(
     let report = if apply {
         sched::apply_to_current_thread(request)
     } else {
-        sched::apply_to_current_thread(&RtRequest::default())
+        // A server's thread (JACK's process thread): its priority is the server's to set and
+        // is only read back, but the affinity asked for (--pin, --cpus) is applied, or a
+        // pinned worker can end up sharing a CPU with the driver it waits for.
+        sched::apply_to_current_thread(&RtRequest {
+            cpus: request.cpus.clone(),
+            ..RtRequest::default()
+        })
     };
     let tid = sched::gettid();
     let stat = xrunlab_sys::procfs::read_thread_stat(

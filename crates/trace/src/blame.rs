@@ -106,6 +106,8 @@ pub struct ParentTask {
     pub pid: i32,
     /// Its name.
     pub name: String,
+    /// Its policy (`SCHED_FIFO 85`): a child with the same one inherited it.
+    pub policy: String,
 }
 
 /// Why an audio thread waited while its CPU was idle: an idle CPU takes no time, so the wait is
@@ -787,7 +789,7 @@ fn task_culprit(o: &Occupancy, cpu: u16, lookup: &dyn TaskLookup) -> Option<Culp
             earlier_names,
             parent: found
                 .and_then(|t| t.parent)
-                .map(|(pid, name)| ParentTask { pid, name }),
+                .map(|(pid, name, policy)| ParentTask { pid, name, policy }),
         },
         cpu,
     ))

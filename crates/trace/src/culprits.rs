@@ -111,8 +111,10 @@ impl Culprits {
         // hog's helpers) are one row under their parent: two or more processes of one parent.
         let mut by_parent: HashMap<i32, Vec<&CulpritTotal>> = HashMap::new();
         for t in self.totals.values() {
+            // Inherited: the same real-time policy as the parent's (a hog's forks); children that
+            // set their own (a shell loop running `chrt`) stay rows of their own.
             if let (Some(parent), true) = (&t.who.parent, is_real_time(&t.who.policy)) {
-                if Some(parent.pid) != t.who.pid {
+                if Some(parent.pid) != t.who.pid && parent.policy == t.who.policy {
                     by_parent.entry(parent.pid).or_default().push(t);
                 }
             }

@@ -16,8 +16,8 @@ pub struct TaskIdentity {
     pub comm: String,
     /// Policy and priority, e.g. `SCHED_FIFO 90` or `SCHED_OTHER nice 0`.
     pub policy: String,
-    /// Its parent process: pid and name, where known.
-    pub parent: Option<(i32, String)>,
+    /// Its parent process: pid, name and policy, where known.
+    pub parent: Option<(i32, String, String)>,
 }
 
 /// Looks up a thread id; blame cards use it to name the policy of the tasks they blame.
@@ -65,11 +65,11 @@ impl TaskLookup for ProcLookup {
             .find_map(|l| l.strip_prefix("PPid:"))
             .and_then(|p| p.trim().parse().ok())
             .filter(|&p| p > 1);
-        let parent = ppid.map(|p| {
-            let name = std::fs::read_to_string(self.proc_root.join(p.to_string()).join("comm"))
-                .map(|c| c.trim_end().to_owned())
-                .unwrap_or_default();
-            (p, name)
+        let parent = ppid.and_then(|p| {
+            let stat =
+                std::fs::read_to_string(self.proc_root.join(p.to_string()).join("stat")).ok()?;
+            let (name, policy) = parse_stat(&stat)?;
+            Some((p, name, policy))
         });
         let pid = status
             .lines()

@@ -732,13 +732,20 @@ fn an_idle_wait_nothing_explains_says_so_with_low_confidence() {
 struct Family;
 impl TaskLookup for Family {
     fn lookup(&self, tid: i32) -> Option<TaskIdentity> {
-        let shell = Some((300, "bash".to_owned()));
+        let shell = Some((300, "notahog".to_owned(), "SCHED_FIFO 85".to_owned()));
         match tid {
             4711 => Some(TaskIdentity {
                 pid: 4711,
                 comm: "notahog".into(),
                 policy: "SCHED_FIFO 85".into(),
                 parent: None,
+            }),
+            // Set their own policy under a SCHED_OTHER shell (`chrt` in a loop): not inherited.
+            601..=602 => Some(TaskIdentity {
+                pid: tid,
+                comm: "python3".into(),
+                policy: "SCHED_FIFO 95".into(),
+                parent: Some((400, "bash".into(), "SCHED_OTHER nice 0".into())),
             }),
             501..=503 => Some(TaskIdentity {
                 pid: tid,
@@ -827,7 +834,7 @@ fn a_renamed_hog_is_one_culprit_and_inherited_children_are_one_row_under_their_p
         .iter()
         .find(|t| t.processes > 1)
         .expect("the children's row");
-    assert_eq!(kids.who.name, "children of bash");
+    assert_eq!(kids.who.name, "children of notahog");
     assert_eq!(
         (kids.processes, kids.who.pid, kids.dropouts),
         (3, Some(300), 3)

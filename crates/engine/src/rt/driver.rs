@@ -125,7 +125,8 @@ impl Renderer {
     /// Call once on the driver thread before the first [`Renderer::render`]
     /// (not real-time: it may make syscalls and allocate). With `apply_rt`
     /// the engine's real-time settings are applied to the thread; without it
-    /// (a server-owned thread such as JACK's) they are only read back.
+    /// (a server-owned thread such as JACK's) the priority is only read back and only the
+    /// requested affinity is applied.
     pub fn driver_thread_started(&mut self, apply_rt: bool) {
         (self.thread_init)(apply_rt);
     }
