@@ -344,6 +344,10 @@ pub struct DoctorArgs {
     /// With --apply: leave the setting in force (the undo command is printed).
     #[arg(long, requires = "apply", conflicts_with = "hold")]
     pub keep: bool,
+    /// Restore what an earlier `--apply` left in force when it was killed (its undo journal,
+    /// /run/xrunlab/doctor-undo.json), then exit.
+    #[arg(long, conflicts_with_all = ["apply", "measure"])]
+    pub undo: bool,
     /// With --apply: hold the setting this long (or until a stop signal) before undoing it,
     /// e.g. 10m, to run something else meanwhile.
     #[arg(long, value_name = "DUR", value_parser = parse_duration, requires = "apply")]

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xrunlab_doctor::apply::{self, ApplyError, Change, Setting};
+use xrunlab_doctor::journal;
 use xrunlab_doctor::measure::{self, MeasureReport, Plan, Toggle};
 use xrunlab_doctor::{Options, Probes, Report, Roots};
 use xrunlab_engine::EngineConfig;
@@ -115,6 +116,46 @@ fn json_target(args: &DoctorArgs) -> Result<Option<Option<&Path>>, Failure> {
     }
 }
 
+/// `doctor --undo`: restores what a killed `--apply` left in force.
+fn undo_journal(roots: &xrunlab_doctor::roots::Roots) -> Result<(), Failure> {
+    match journal::find(roots).map_err(Failure::Runtime)? {
+        None => {
+            println!("nothing to undo: no doctor --apply left settings in force");
+            Ok(())
+        }
+        Some(journal::Found::OwnerRunning(j)) => Err(Failure::Runtime(format!(
+            "`doctor --apply {}` is still running (pid {}); it undoes its setting when it exits \
+             (stop it with Ctrl-C or `kill {}`)",
+            j.setting, j.pid, j.pid
+        ))),
+        Some(journal::Found::EarlierBoot(j)) => {
+            journal::remove(roots).map_err(Failure::Runtime)?;
+            println!(
+                "discarded the undo journal of `doctor --apply {}` from before the last boot: the \
+                 reboot reset what it had changed",
+                j.setting
+            );
+            Ok(())
+        }
+        Some(journal::Found::Orphaned(j)) => {
+            let restored = journal::undo(roots, &j).map_err(|e| {
+                Failure::Runtime(format!(
+                    "undoing {} failed: {e}; the journal is kept",
+                    j.setting
+                ))
+            })?;
+            for c in &restored {
+                println!("restored {} = {} (was {})", c.path.display(), c.old, c.new);
+            }
+            println!(
+                "{} undone: the values from before `doctor --apply` (pid {}) are back",
+                j.setting, j.pid
+            );
+            Ok(())
+        }
+    }
+}
+
 pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
     let opts = options(args)?;
     let roots = roots(args)?;
@@ -128,6 +169,37 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
             print!("{text}");
         }
     };
+    if args.undo {
+        return undo_journal(&roots);
+    }
+    // A journal left by a doctor that was killed while a setting was applied.
+    match journal::find(&roots) {
+        Ok(None) => {}
+        Ok(Some(journal::Found::Orphaned(j))) => say(&format!(
+            "an earlier `doctor --apply {}` (pid {}) ended without undoing it: {} may still be in \
+             force; `xrunlab doctor --undo` restores the previous values\n\n",
+            j.setting,
+            j.pid,
+            j.changes
+                .iter()
+                .map(|c| format!("{} = {}", c.path.display(), c.new))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Ok(Some(journal::Found::OwnerRunning(j))) => say(&format!(
+            "`doctor --apply {}` is running (pid {}) and will undo its setting when it exits\n\n",
+            j.setting, j.pid
+        )),
+        Ok(Some(journal::Found::EarlierBoot(j))) => {
+            let gone = journal::remove(&roots).err().unwrap_or_default();
+            say(&format!(
+                "note: discarded the undo journal of `doctor --apply {}` from before the last boot \
+                 (the reboot reset what it had changed){gone}\n\n",
+                j.setting
+            ));
+        }
+        Err(e) => say(&format!("warning: {e}\n\n")),
+    }
     let stop = stop_flag()?;
     let provenance = Provenance::collect(env!("CARGO_PKG_VERSION"), &roots.proc, &roots.sys);
 

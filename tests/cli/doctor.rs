@@ -384,3 +384,129 @@ fn a_run_records_topology_idle_states_and_frequencies() {
             .all(|u| u["entries"].is_u64() && u["name"].is_string()));
     }
 }
+
+fn rt_runtime(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("proc/sys/kernel/sched_rt_runtime_us"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+fn journal_path(dir: &Path) -> std::path::PathBuf {
+    dir.join("fs/run/xrunlab/doctor-undo.json")
+}
+
+#[test]
+fn a_setting_left_by_a_killed_apply_is_found_and_undone() {
+    let dir = fixture("doctor-undo-kill", false);
+    let mut child = piped(doctor_on(&dir).args(["--apply", "rt-runtime", "--hold", "60s"]));
+    let t0 = Instant::now();
+    while rt_runtime(&dir) != "-1" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "rt-runtime was not applied"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        journal_path(&dir).exists(),
+        "the journal is written before the setting"
+    );
+    child.kill().unwrap(); // SIGKILL: no chance to undo
+    child.wait().unwrap();
+    assert_eq!(
+        rt_runtime(&dir),
+        "-1",
+        "kill -9 leaves the setting in force"
+    );
+
+    let out = doctor_on(&dir).output().unwrap();
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("ended without undoing it") && stdout.contains("xrunlab doctor --undo"),
+        "{stdout}"
+    );
+    let out = doctor_on(&dir).arg("--undo").output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("rt-runtime undone"), "{stdout}");
+    assert_eq!(rt_runtime(&dir), "950000", "the old value is back");
+    assert!(!journal_path(&dir).exists(), "the journal goes once undone");
+    let out = doctor_on(&dir).arg("--undo").output().unwrap();
+    assert!(text(&out).0.contains("nothing to undo"));
+}
+
+fn write_journal(dir: &Path, pid: u32, start_ticks: u64, boot_id: &str) {
+    let p = journal_path(dir);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let j = serde_json::json!({
+        "schema": "xrunlab.doctor-undo/1", "setting": "rt-runtime", "pid": pid,
+        "start_ticks": start_ticks, "boot_id": boot_id,
+        "changes": [{"path": dir.join("proc/sys/kernel/sched_rt_runtime_us"), "old": "950000", "new": "-1"}]
+    });
+    std::fs::write(p, j.to_string()).unwrap();
+}
+
+fn own_start_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_journal_from_an_earlier_boot_is_discarded_and_a_live_owners_is_left_alone() {
+    let dir = fixture("doctor-undo-boot", false);
+    std::fs::write(dir.join("proc/sys/kernel/sched_rt_runtime_us"), "-1\n").unwrap();
+    write_journal(&dir, 1, 1, "00000000-0000-0000-0000-000000000000");
+    let out = doctor_on(&dir).output().unwrap();
+    assert!(
+        text(&out).0.contains("discarded the undo journal"),
+        "{}",
+        text(&out).0
+    );
+    assert!(!journal_path(&dir).exists());
+    assert_eq!(
+        rt_runtime(&dir),
+        "-1",
+        "nothing is restored from another boot"
+    );
+
+    // This test process is alive with this start time: its journal is not touched.
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    write_journal(&dir, std::process::id(), own_start_ticks(), boot.trim());
+    let out = doctor_on(&dir).arg("--undo").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).1.contains("is still running"),
+        "{}",
+        text(&out).1
+    );
+    assert!(journal_path(&dir).exists());
+    assert_eq!(rt_runtime(&dir), "-1");
+    // The same pid with another start time is a reused pid: the owner is gone.
+    write_journal(&dir, std::process::id(), own_start_ticks() + 1, boot.trim());
+    let out = doctor_on(&dir).arg("--undo").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out).1);
+    assert_eq!(rt_runtime(&dir), "950000");
+}
+
+#[test]
+fn a_damaged_journal_is_an_error_that_keeps_it_and_undo_with_apply_is_refused() {
+    let dir = fixture("doctor-undo-bad", false);
+    let p = journal_path(&dir);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, "{\"schema\": \"xrunlab.doctor-undo/1\", \"setting\": ").unwrap();
+    let out = doctor_on(&dir).arg("--undo").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("is damaged"), "{}", text(&out).1);
+    assert!(p.exists(), "a damaged journal is not deleted silently");
+    let out = doctor_on(&dir)
+        .args(["--undo", "--apply", "rt-runtime"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

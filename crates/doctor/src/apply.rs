@@ -61,7 +61,7 @@ impl Setting {
 }
 
 /// One file changed by an applied setting.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Change {
     /// The file written.
     pub path: PathBuf,
@@ -78,6 +78,8 @@ pub struct Applied {
     setting: Setting,
     changes: Vec<Change>,
     kept: bool,
+    /// Where the undo journal was written (removed once the values are back, or kept).
+    roots: Roots,
 }
 
 /// Why a setting could not be applied.
@@ -138,21 +140,42 @@ fn write(path: &std::path::Path, value: &str) -> Result<(), String> {
         .map_err(|e| format!("cannot write {value:?} to {}: {e}", shown(path)))
 }
 
-/// Applies `setting` under `roots`. On a failed write, restores what was already written.
+/// Applies `setting` under `roots`. Before any file changes, the undo journal (see
+/// [`crate::journal`]) records every old value, so a `kill -9` leaves what to restore. On a
+/// failed write, restores what was already written.
 pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
     let targets = targets(setting, roots)?;
-    let mut applied = Applied {
-        setting,
-        changes: Vec::new(),
-        kept: false,
-    };
+    let mut planned = Vec::new();
     for (path, new) in targets {
         let old = std::fs::read_to_string(&path)
             .map_err(|e| ApplyError::Failed(format!("cannot read {}: {e}", shown(&path))))?
             .trim()
             .to_owned();
-        write(&path, &new).map_err(ApplyError::Failed)?;
-        applied.changes.push(Change { path, old, new });
+        planned.push(Change { path, old, new });
+    }
+    // A journal still to undo (or a doctor applying right now) comes first: writing ours over
+    // it would lose the only record of the values to restore.
+    if let Some(crate::journal::Found::OwnerRunning(j) | crate::journal::Found::Orphaned(j)) =
+        crate::journal::find(roots).map_err(ApplyError::Failed)?
+    {
+        return Err(ApplyError::Failed(format!(
+            "an earlier `doctor --apply {}` (pid {}) left settings to undo: run `xrunlab doctor \
+             --undo` first (or wait for it to exit)",
+            j.setting, j.pid
+        )));
+    }
+    crate::journal::Journal::for_this_process(setting.name(), planned.clone())
+        .write(roots)
+        .map_err(ApplyError::Failed)?;
+    let mut applied = Applied {
+        setting,
+        changes: Vec::new(),
+        kept: false,
+        roots: roots.clone(),
+    };
+    for c in planned {
+        write(&c.path, &c.new).map_err(ApplyError::Failed)?;
+        applied.changes.push(c);
     }
     Ok(applied)
 }
@@ -179,6 +202,8 @@ impl Applied {
     /// Leaves the setting in force when this guard goes away.
     pub fn keep(mut self) -> Vec<Change> {
         self.kept = true;
+        // Kept on purpose, with the undo commands printed: not something to undo later.
+        let _ = crate::journal::remove(&self.roots);
         std::mem::take(&mut self.changes)
     }
 
@@ -195,6 +220,7 @@ impl Applied {
             .filter_map(|c| write(&c.path, &c.old).err())
             .collect();
         if errors.is_empty() {
+            crate::journal::remove(&self.roots)?;
             Ok(changes)
         } else {
             Err(errors.join("; "))

@@ -15,6 +15,7 @@
 pub mod apply;
 pub mod checks;
 pub mod finding;
+pub mod journal;
 pub mod kconfig;
 pub mod measure;
 pub mod probe;

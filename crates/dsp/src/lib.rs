@@ -15,6 +15,7 @@ mod chord;
 pub mod kernel;
 pub mod measure;
 mod rng;
+pub mod roofline;
 
 pub use bank::{PartialBank, PartialsMut};
 pub use chord::{

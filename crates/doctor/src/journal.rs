@@ -1,0 +1,163 @@
+//! The undo journal of `doctor --apply`: written before any setting changes, so a doctor killed
+//! with `kill -9` (or a power cut) leaves a record of what to restore, which the next doctor finds
+//! and `doctor --undo` restores. Read and written on the main thread.
+//!
+//! It lives at `<fs root>/run/xrunlab/doctor-undo.json` (`/run` is emptied at boot, and a journal
+//! from an earlier boot is discarded anyway: the kernel settings it names were reset by the
+//! reboot). Whether its owner still runs is judged by the live `/proc` (pid, and the process's
+//! start time so a reused pid is not taken for the owner) and the boot id.
+
+use crate::apply::Change;
+use crate::roots::{shown, Roots};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// The journal file's schema.
+pub const SCHEMA: &str = "xrunlab.doctor-undo/1";
+
+/// What a running `--apply` has changed or is about to change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The setting's name.
+    pub setting: String,
+    /// The doctor's pid.
+    pub pid: i32,
+    /// Its start time in clock ticks after boot (`/proc/PID/stat` field 22).
+    pub start_ticks: u64,
+    /// `/proc/sys/kernel/random/boot_id` when it was written.
+    pub boot_id: String,
+    /// Every file the setting writes, with the value to restore.
+    pub changes: Vec<Change>,
+}
+
+/// A journal found by a later doctor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Its doctor is gone and the settings may still be in force: `doctor --undo` restores them.
+    Orphaned(Journal),
+    /// Its doctor still runs (it will undo on exit).
+    OwnerRunning(Journal),
+    /// Written before the last boot: nothing it names is in force any more; discarded.
+    EarlierBoot(Journal),
+}
+
+/// Where the journal lives under `roots`.
+pub fn path(roots: &Roots) -> PathBuf {
+    roots.fs("run/xrunlab/doctor-undo.json")
+}
+
+fn live_boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// Start time of live process `pid`, clock ticks after boot.
+fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
+}
+
+impl Journal {
+    /// A journal for this process applying `setting`.
+    pub fn for_this_process(setting: &str, changes: Vec<Change>) -> Journal {
+        let pid = std::process::id() as i32;
+        Journal {
+            schema: SCHEMA.into(),
+            setting: setting.into(),
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+            boot_id: live_boot_id(),
+            changes,
+        }
+    }
+
+    /// Writes it atomically (temporary file, fsync, rename), creating the directory.
+    pub fn write(&self, roots: &Roots) -> Result<(), String> {
+        let target = path(roots);
+        let dir = target.parent().expect("the journal has a directory");
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", shown(dir)))?;
+        let tmp = dir.join(format!(".doctor-undo.{}.tmp", std::process::id()));
+        let bytes = serde_json::to_vec_pretty(self).expect("a journal serializes");
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &target)
+        };
+        write().map_err(|e| format!("cannot write the undo journal {}: {e}", shown(&target)))
+    }
+
+    fn owner_runs(&self) -> bool {
+        start_ticks(self.pid).is_some_and(|t| t == self.start_ticks)
+    }
+}
+
+/// Removes the journal (after a clean undo, a deliberate `--keep`, or a discard).
+pub fn remove(roots: &Roots) -> Result<(), String> {
+    match std::fs::remove_file(path(roots)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot remove {}: {e}", shown(&path(roots)))),
+    }
+}
+
+/// The journal left under `roots`, if any, and what it means. A journal that cannot be read
+/// is an error naming the file (it is left in place: it may be the only record of what to undo).
+pub fn find(roots: &Roots) -> Result<Option<Found>, String> {
+    let p = path(roots);
+    let text = match std::fs::read_to_string(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read the undo journal {}: {e}", shown(&p))),
+    };
+    let journal: Journal = serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "the undo journal {} is damaged ({e}); it is left in place: restore its values by \
+             hand, then delete it",
+            shown(&p)
+        )
+    })?;
+    if journal.schema != SCHEMA {
+        return Err(format!(
+            "the undo journal {} has schema {:?}, not {SCHEMA:?}; it is left in place",
+            shown(&p),
+            journal.schema
+        ));
+    }
+    Ok(Some(if journal.boot_id != live_boot_id() {
+        Found::EarlierBoot(journal)
+    } else if journal.owner_runs() {
+        Found::OwnerRunning(journal)
+    } else {
+        Found::Orphaned(journal)
+    }))
+}
+
+/// Restores an orphaned journal's old values (last change first) and removes it; the changes
+/// restored, or the writes that failed (the journal then stays).
+pub fn undo(roots: &Roots, journal: &Journal) -> Result<Vec<Change>, String> {
+    let errors: Vec<String> = journal
+        .changes
+        .iter()
+        .rev()
+        .filter_map(|c| {
+            std::fs::write(&c.path, format!("{}\n", c.old))
+                .err()
+                .map(|e| format!("cannot write {:?} to {}: {e}", c.old, shown(&c.path)))
+        })
+        .collect();
+    if errors.is_empty() {
+        remove(roots)?;
+        Ok(journal.changes.clone())
+    } else {
+        Err(errors.join("; "))
+    }
+}
