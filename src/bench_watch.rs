@@ -161,7 +161,7 @@ fn one_mode(args: &WatchBenchArgs, pipewire: bool, kernel: bool) -> Result<Figur
         mode: if kernel {
             "with kernel events"
         } else {
-            "profiler only"
+            "without (--no-kernel)"
         },
         cpu_pct: cpu_s / secs * 100.0,
         induced,
