@@ -79,7 +79,9 @@ fn watch(args: &[&str], env: &[(&str, &Path)], dir: &Path) -> (Output, Vec<Value
         .arg("--json-lines")
         .arg(&lines)
         .arg("--json")
-        .arg(&json);
+        .arg(&json)
+        .arg("--trace")
+        .arg(dir.join("watch.trace.json"));
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -194,6 +196,26 @@ fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
     assert!(
         records.iter().all(|r| r["card"]["kernel"].is_object()),
         "every card has the kernel's account"
+    );
+    // The Perfetto trace: a wait and a busy slice per node per cycle, the xruns with their
+    // verdicts, and the kernel's events around them.
+    let trace: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("watch.trace.json")).expect("--trace written"),
+    )
+    .expect("the trace is JSON");
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let named = |n: &str| events.iter().filter(|e| e["name"] == n).count();
+    assert!(
+        named("busy") > 500 && named("wait") > 500,
+        "{} busy slices",
+        named("busy")
+    );
+    assert_eq!(named("dropout"), records.len(), "one xrun mark per card");
+    assert!(
+        events.iter().any(|e| e["cat"] == "sched"
+            || e["name"] == "sched_switch"
+            || e["pid"].as_i64() == Some(1 << 30)),
+        "kernel events in the trace"
     );
 }
 
