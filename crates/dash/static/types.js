@@ -275,14 +275,18 @@
  */
 
 /**
- * Why a thread waited on an idle CPU.
- * @typedef {object} IdleCause
- * @property {'steal'|'idle_exit'|'unexplained'} case
- * @property {number} cpu
- * @property {number} [steal_us]
- * @property {number} [span_ms]
- * @property {string} [state]
- * @property {number} [exit_latency_us]
+ * The steal case of IdleCause below.
+ * @typedef {{case: 'steal', cpu: number, steal_us: number, span_ms: number}} IdleSteal
+ */
+/**
+ * @typedef {{case: 'idle_exit', cpu: number, state: string, exit_latency_us: number}} IdleExit
+ */
+/**
+ * @typedef {{case: 'unexplained', cpu: number}} IdleUnexplained
+ */
+/**
+ * Why a thread waited on an idle CPU (xrunlab-trace IdleCause, tagged by `case`).
+ * @typedef {IdleSteal|IdleExit|IdleUnexplained} IdleCause
  */
 
 /**
