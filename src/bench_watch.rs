@@ -20,6 +20,8 @@ struct Figures {
     delay_max_ms: f64,
     lost: u64,
     kernel_note: String,
+    /// The culprit's own load (its render time / period) p50 and p99, %: watch's effect on it.
+    culprit_load: (f64, f64),
 }
 
 /// CPU time of a finished child, from wait4's resource usage: seconds.
@@ -39,7 +41,12 @@ fn wait_cpu(pid: i32) -> Result<(f64, i32), Failure> {
     Ok((secs(usage.ru_utime) + secs(usage.ru_stime), status))
 }
 
-fn one_mode(args: &WatchBenchArgs, pipewire: bool, kernel: bool) -> Result<Figures, Failure> {
+fn one_mode(
+    args: &WatchBenchArgs,
+    pipewire: bool,
+    watching: bool,
+    kernel: bool,
+) -> Result<Figures, Failure> {
     let exe = std::env::current_exe().map_err(|e| Failure::Runtime(e.to_string()))?;
     let dir = tempfile::tempdir().map_err(|e| Failure::Runtime(e.to_string()))?;
     let (run_json, lines, json) = (
@@ -103,10 +110,18 @@ fn one_mode(args: &WatchBenchArgs, pipewire: bool, kernel: bool) -> Result<Figur
     if let (false, Some(s)) = (pipewire, &args.jack_server) {
         watch.args(["--jack-server", s]);
     }
-    let child = watch
-        .spawn()
-        .map_err(|e| Failure::Runtime(format!("watch: {e}")))?;
-    let (cpu_s, status) = wait_cpu(child.id() as i32)?;
+    let (cpu_s, status) = if watching {
+        let child = watch
+            .spawn()
+            .map_err(|e| Failure::Runtime(format!("watch: {e}")))?;
+        wait_cpu(child.id() as i32)?
+    } else {
+        // The baseline: the culprit alone for as long, to see what watching costs the graph.
+        std::thread::sleep(args.duration);
+        std::fs::write(&lines, "").map_err(|e| Failure::Runtime(e.to_string()))?;
+        std::fs::write(&json, "{}").map_err(|e| Failure::Runtime(e.to_string()))?;
+        (0.0, 0)
+    };
     let _ = culprit.wait();
     if status != 0 {
         return Err(Failure::Runtime(format!(
@@ -158,10 +173,10 @@ fn one_mode(args: &WatchBenchArgs, pipewire: bool, kernel: bool) -> Result<Figur
         .collect();
     delays.sort_by(f64::total_cmp);
     Ok(Figures {
-        mode: if kernel {
-            "with kernel events"
-        } else {
-            "without (--no-kernel)"
+        mode: match (watching, kernel) {
+            (false, _) => "not watched",
+            (true, true) => "with kernel events",
+            (true, false) => "without (--no-kernel)",
         },
         cpu_pct: cpu_s / secs * 100.0,
         induced,
@@ -174,6 +189,14 @@ fn one_mode(args: &WatchBenchArgs, pipewire: bool, kernel: bool) -> Result<Figur
             .as_str()
             .unwrap_or("")
             .to_owned(),
+        culprit_load: (
+            run["summary"]["load_pct"]["p50"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+            run["summary"]["load_pct"]["p99"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+        ),
     })
 }
 
@@ -191,18 +214,18 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
         humantime::format_duration(args.stall_every)
     );
     println!(
-        "{:<20} {:>8} {:>8} {:>7} {:>9} {:>10} {:>10} {:>6}",
+        "{:<22} {:>7} {:>8} {:>6} {:>8} {:>10} {:>10} {:>5}  culprit load p50/p99",
         "mode", "CPU %", "induced", "cards", "named %", "delay p50", "delay max", "lost"
     );
-    for kernel in [false, true] {
-        let f = one_mode(args, pipewire, kernel)?;
+    for (watching, kernel) in [(false, false), (true, false), (true, true)] {
+        let f = one_mode(args, pipewire, watching, kernel)?;
         let named_pct = if f.cards == 0 {
             0.0
         } else {
             f.named as f64 * 100.0 / f.cards as f64
         };
         println!(
-            "{:<20} {:>8.2} {:>8} {:>7} {:>9.1} {:>8.0}ms {:>8.0}ms {:>6}",
+            "{:<22} {:>7.2} {:>8} {:>6} {:>8.1} {:>8.0}ms {:>8.0}ms {:>5}  {:.2}/{:.2} %",
             f.mode,
             f.cpu_pct,
             f.induced,
@@ -210,12 +233,20 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
             named_pct,
             f.delay_p50_ms,
             f.delay_max_ms,
-            f.lost
+            f.lost,
+            f.culprit_load.0,
+            f.culprit_load.1
         );
         if kernel && f.kernel_note != "recorded" {
             println!("  kernel events were not recorded: {}", f.kernel_note);
         }
     }
-    println!("CPU %: watch's own user+system time over the watch, of one CPU. induced: the culprit's stalls inside the watch; cards: xruns reported; named: cards naming the culprit. delay: from the xrun's deadline to its card.");
+    println!(
+        "CPU %: watch's own user+system time over the watch, of one CPU. induced: the culprit's \
+         stalls inside the watch; cards: xruns reported; named: cards naming the culprit. delay: \
+         from the xrun's deadline to its card. culprit load: the stalling client's render time \
+         per period (its BUSY), with watch and not watched: watch's effect on the graph (one run \
+         each, so within this machine's 10-20 % run-to-run noise it shows nothing)."
+    );
     Ok(())
 }

@@ -23,6 +23,7 @@ mod summary_text;
 mod trace_file;
 mod watch_cmd;
 mod watch_source;
+mod watch_view;
 
 use clap::Parser;
 use std::process::ExitCode;

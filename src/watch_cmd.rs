@@ -8,6 +8,7 @@ use crate::csv_out::partial_path;
 use crate::files;
 use crate::signals::StopSignals;
 use crate::watch_source::{self, Source, SourceEvent};
+use crate::watch_view::{LiveView, Screen};
 use crate::Failure;
 use serde::Serialize;
 use serde_json::json;
@@ -37,6 +38,12 @@ const JACK_LOOKBACK_NS: u64 = 60_000_000;
 const JACK_LOOKAHEAD_NS: u64 = 30_000_000;
 /// Recent wake-ups kept per node to confirm its thread against the kernel's switch-ins.
 const AWAKE_HISTORY: usize = 32;
+/// How often JACK2's clients' WAIT and BUSY are rebuilt from the wake chain (for the node view
+/// and the summary; xruns come from the server's callback): well within the tracer's 500 ms
+/// window, so that every cycle is read once.
+const JACK_SAMPLE: Duration = Duration::from_millis(250);
+/// The most of the wake chain read per sample, ns (what the tracer still holds).
+const JACK_SAMPLE_SPAN_NS: u64 = 400_000_000;
 /// How often --json is rewritten while watching, so a killed watch leaves a recent summary.
 const CHECKPOINT: Duration = Duration::from_secs(10);
 
@@ -101,6 +108,8 @@ impl KernelSide {
 /// Where the xrun lines and records go.
 struct Output {
     started: Instant,
+    /// The live node view, unless --batch or stdout is not a terminal.
+    view: Option<LiveView>,
     lines: Option<(BufWriter<File>, PathBuf, PathBuf)>,
     trace: Option<PerfettoWriter>,
     tracks: HashMap<u32, Track>,
@@ -114,7 +123,11 @@ impl Output {
         cpus: &[usize],
     ) -> Result<(), Failure> {
         let verdict = words::verdict(c);
-        println!("[{:8.3} s] {verdict}", self.started.elapsed().as_secs_f64());
+        let line = format!("[{:8.3} s] {verdict}", self.started.elapsed().as_secs_f64());
+        match self.view.as_mut() {
+            Some(v) => v.log(line),
+            None => println!("{line}"),
+        }
         if let Some((out, _, partial)) = self.lines.as_mut() {
             // When it was printed, for the delay from the xrun to its card (bench watch).
             let record = json!({"verdict": verdict, "reported_ns": now_ns(), "card": c});
@@ -209,7 +222,14 @@ struct State {
     jack_threads: HashMap<u32, (i32, usize)>,
     /// JACK: the last overrun carded (node, signal), and the callbacks it caused after the first.
     last_jack: Option<(u32, u64)>,
+    /// JACK: when the server called back for the last carded overrun, ns.
+    last_jack_at: Option<u64>,
     jack_repeats: u64,
+    /// When watch started, ns: JACK2's cycles are numbered from it by the period.
+    started_ns: u64,
+    /// JACK: the wake chain was read up to here (the start of the last cycle not yet taken), ns.
+    jack_observed_until: u64,
+    jack_sampled: Instant,
     gaps: u64,
 }
 
@@ -352,25 +372,38 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         ),
         None => None,
     };
+    let batch = args.batch || !std::io::stdout().is_terminal();
+    let kernel_words = match &kernel.tracer {
+        Some(t) => format!(
+            "recorded on CPUs {:?} ({})",
+            t.info().cpus,
+            t.info().backend
+        ),
+        None => kernel.missing.clone(),
+    };
+    println!("watching {server}; read-only, nothing in the graph is changed");
+    println!("kernel events: {kernel_words}");
+    let note = (!source.reports_timing() && kernel.tracer.is_none()).then(|| {
+        "JACK2 reports no per-client timing: WAIT and BUSY come from the kernel's wake chain, \
+         which is not recorded"
+            .to_owned()
+    });
+    let view = if batch {
+        None
+    } else {
+        Some(LiveView::start().map_err(|e| {
+            Failure::Runtime(format!(
+                "cannot take over the terminal for the live view ({e}); --batch prints plain lines"
+            ))
+        })?)
+    };
     let mut out = Output {
         started: Instant::now(),
+        view,
         lines,
         trace,
         tracks: HashMap::new(),
     };
-    let batch = args.batch || !std::io::stdout().is_terminal();
-    println!("watching {server}; read-only, nothing in the graph is changed");
-    match &kernel.tracer {
-        Some(t) => println!(
-            "kernel events: recorded on CPUs {:?} ({})",
-            t.info().cpus,
-            t.info().backend
-        ),
-        None => println!("kernel events: {}", kernel.missing),
-    }
-    if !batch {
-        println!("(the live node view is not built yet: xruns are listed as they happen; Ctrl-C ends with a summary)");
-    }
 
     let mut st = State {
         detector: Detector::new(),
@@ -382,7 +415,11 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         jack_xruns: VecDeque::new(),
         jack_threads: HashMap::new(),
         last_jack: None,
+        last_jack_at: None,
         jack_repeats: 0,
+        started_ns: now_ns(),
+        jack_observed_until: 0,
+        jack_sampled: Instant::now(),
         gaps: 0,
     };
     let end_reason;
@@ -397,6 +434,15 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         if args.duration.is_some_and(|d| started.elapsed() >= d) {
             end_reason = "the --duration ended".into();
             break;
+        }
+        if let Some(v) = out.view.as_mut() {
+            // Raw mode turns Ctrl-C into a key rather than SIGINT.
+            if v.quit_requested() {
+                end_reason = "ended from the live view".into();
+                break;
+            }
+            v.tick(|| screen(&server, &kernel_words, &note, &st, started))
+                .map_err(|e| Failure::Runtime(format!("the live view: {e}")))?;
         }
         match source.next(Duration::from_millis(50)) {
             Some(SourceEvent::Cycle(c)) => {
@@ -425,7 +471,10 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             }
             Some(SourceEvent::ServerXrun(at)) => st.jack_xruns.push_back(at),
             Some(SourceEvent::Gap(n)) => st.gaps += n,
-            Some(SourceEvent::Note(s)) => eprintln!("note: {s}"),
+            Some(SourceEvent::Note(s)) => match out.view.as_mut() {
+                Some(v) => v.log(format!("note: {s}")),
+                None => eprintln!("note: {s}"),
+            },
             Some(SourceEvent::Ended(why)) => {
                 server_gone = Some(why.clone());
                 end_reason = why;
@@ -434,6 +483,10 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             None => {}
         }
         flush_cards(&mut st, &kernel, &mut out, source.as_mut(), false)?;
+        if !source.reports_timing() && st.jack_sampled.elapsed() >= JACK_SAMPLE {
+            st.jack_sampled = Instant::now();
+            sample_jack_timing(&mut st, &kernel, &mut out, source.as_mut());
+        }
         if last_checkpoint.elapsed() >= CHECKPOINT {
             last_checkpoint = Instant::now();
             if let Some(p) = &args.json {
@@ -452,6 +505,23 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
     }
     flush_cards(&mut st, &kernel, &mut out, source.as_mut(), true)?;
 
+    if let Some(v) = out.view.take() {
+        let log = v.finish();
+        if log.dropped > 0 {
+            println!(
+                "({} earlier xruns are not repeated here{})",
+                log.dropped,
+                if args.json_lines.is_some() {
+                    "; --json-lines has them all"
+                } else {
+                    ""
+                }
+            );
+        }
+        for line in &log.lines {
+            println!("{line}");
+        }
+    }
     provenance.finish();
     let summary = st.tally.summary(&st.detector);
     print_summary(&server, started.elapsed(), &summary, st.gaps, &end_reason);
@@ -483,6 +553,59 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             "{why}; what was seen until then is written"
         ))),
         None => Ok(()),
+    }
+}
+
+/// JACK2: rebuilds the clients' cycles since the last sample from the kernel's wake chain, for
+/// their WAIT and BUSY (and the trace's slices); the cycle cut by the window's end is taken with
+/// the next sample.
+fn sample_jack_timing(
+    st: &mut State,
+    kernel: &KernelSide,
+    out: &mut Output,
+    source: &mut dyn Source,
+) {
+    let (Some(tracer), Some(chain)) = (&kernel.tracer, source.chain()) else {
+        return;
+    };
+    let to = now_ns().saturating_sub(JACK_LOOKAHEAD_NS);
+    let from = st
+        .jack_observed_until
+        .max(to.saturating_sub(JACK_SAMPLE_SPAN_NS));
+    if to <= from {
+        return;
+    }
+    let window = tracer.snapshot(from, to);
+    let (threads, _) = pick_threads(&window.events, chain.server_tid, &chain.clients);
+    let cycles = derive_cycles(&window.events, &threads, chain.period);
+    let Some((last, whole)) = cycles.split_last() else {
+        return;
+    };
+    for c in whole {
+        st.detector.observe(c);
+        out.cycle(c, &st.names);
+    }
+    st.jack_observed_until = last.driver.signal_ns;
+}
+
+/// What the live view shows now.
+fn screen(
+    server: &str,
+    kernel: &str,
+    note: &Option<String>,
+    st: &State,
+    started: Instant,
+) -> Screen {
+    let (cycles, xruns, _) = st.detector.totals();
+    Screen {
+        server: server.to_owned(),
+        kernel: kernel.to_owned(),
+        quantum: st.detector.quantum(),
+        cycles,
+        xruns,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        nodes: Screen::rows(&st.detector),
+        note: note.clone(),
     }
 }
 
@@ -538,7 +661,22 @@ fn flush_cards(
                     }
                     Some(x) => {
                         st.last_jack = x.node.as_ref().map(|n| (n.id, n.signal_ns));
-                        Some(st.detector.adopt(x.clone()))
+                        st.last_jack_at = Some(at);
+                        let mut x = x.clone();
+                        // The rebuilt cycles are numbered within their window: number them
+                        // from watch's start instead.
+                        x.cycle = x.cycle_start_ns.saturating_sub(st.started_ns)
+                            / chain.period.ns().max(1);
+                        Some(st.detector.adopt(x))
+                    }
+                    // A callback just after a carded overrun whose window no longer shows it
+                    // late: JACK2's repeat for the same overrun, not a driver-side xrun.
+                    None if st
+                        .last_jack_at
+                        .is_some_and(|t| at.saturating_sub(t) < JACK_LOOKBACK_NS) =>
+                    {
+                        st.jack_repeats += 1;
+                        continue;
                     }
                     None => None,
                 }

@@ -253,6 +253,89 @@ fn on_jack_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
     let induced: Vec<u64> = client.late.try_iter().collect();
     check_every_overrun_named(&records, &induced, from, to, &out);
     assert!(summary["server"].as_str().unwrap_or("").contains("JACK"));
+    // The node table has the client's WAIT and BUSY, rebuilt from the wake chain all along (not
+    // only around the xruns): most of 6 s of 5.3 ms cycles, and its normal BUSY far below them.
+    let nodes = summary["summary"]["nodes"].as_array().expect("nodes");
+    let late = nodes
+        .iter()
+        .find(|n| n["name"] == "late")
+        .unwrap_or_else(|| panic!("no node \"late\" in {summary}"));
+    assert!(
+        late["cycles"].as_u64().unwrap_or(0) > 500,
+        "cycles rebuilt from the wake chain: {late}"
+    );
+    let busy = late["median_busy_us"].as_f64().expect("a BUSY median");
+    let wait = late["median_wait_us"].as_f64().expect("a WAIT median");
+    assert!(busy > 0.0 && busy < 2000.0, "normal BUSY: {late}");
+    assert!(wait > 0.0 && wait < 5333.0, "WAIT within a period: {late}");
+    // The cards number their cycles from watch's start, not within their own window.
+    let cycles: Vec<u64> = records
+        .iter()
+        .filter_map(|r| r["card"]["xrun"]["cycle"].as_u64())
+        .collect();
+    assert!(
+        cycles.windows(2).all(|w| w[1] > w[0]),
+        "cycle numbers grow with time: {cycles:?}"
+    );
+}
+
+/// `xrunlab watch` on a terminal (a pseudo-terminal from `script`, 120x40): the live view's text.
+fn watch_on_a_terminal(args: &str, env: &[(&str, &Path)]) -> (bool, String) {
+    let cmd = format!(
+        "stty cols 120 rows 40; exec {} watch {args}",
+        env!("CARGO_BIN_EXE_xrunlab")
+    );
+    let mut c = Command::new("script");
+    c.args(["-qefc", &cmd, "/dev/null"]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("script runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+#[ignore = "needs pipewire and pipewire-jack (test.sh installs them and runs this with --include-ignored)"]
+fn on_a_terminal_the_live_view_shows_the_nodes_and_the_xrun_log_then_the_summary() {
+    let _turn = take_turn();
+    let pw = TestPipeWire::start(256);
+    let _client = start_client({
+        let mut c = pw.pw_jack(&late_client());
+        c.args(["late", "60", "8000", "30"]);
+        c
+    });
+    let (ok, screen) = watch_on_a_terminal(
+        "--server pipewire --no-kernel --duration 4s",
+        &[("XDG_RUNTIME_DIR", pw.runtime_dir())],
+    );
+    assert!(ok, "{screen}");
+    // The view (drawn on the alternate screen, so it is in the raw output) ...
+    for want in [
+        "QUANT", "RATE", "WAIT", "BUSY", "W/Q", "B/Q", "ERR", "XRUNS", "256", "48000",
+    ] {
+        assert!(
+            screen.contains(want),
+            "{want:?} not on the screen:\n{screen}"
+        );
+    }
+    assert!(
+        screen.contains("Dummy-Driver") && screen.contains("+ late"),
+        "the driver, and the client listed under it:\n{screen}"
+    );
+    assert!(
+        screen.contains("\u{1b}[?1049h") && screen.contains("\u{1b}[?1049l"),
+        "the alternate screen is entered and left"
+    );
+    // ... then, on the normal screen, the xruns it logged and the summary.
+    let after = &screen[screen.rfind("\u{1b}[?1049l").expect("left")..];
+    assert!(
+        after.contains("\"late\"") && after.contains("ran long"),
+        "the xrun lines after the view:\n{after}"
+    );
+    assert!(after.contains("watched PipeWire"), "the summary:\n{after}");
 }
 
 /// Pins every thread of `pid` to `cpu`.

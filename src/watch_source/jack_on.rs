@@ -108,6 +108,10 @@ impl Source for Jack {
         format!("JACK server \"{}\"", self.server)
     }
 
+    fn reports_timing(&self) -> bool {
+        false
+    }
+
     fn chain(&mut self) -> Option<JackChain> {
         let proc_root = Path::new("/proc");
         let server = procs::find_server(proc_root, &self.server)?;

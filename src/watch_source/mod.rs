@@ -55,6 +55,11 @@ pub trait Source {
     fn chain(&mut self) -> Option<JackChain> {
         None
     }
+    /// Whether the server reports each node's timing itself (PipeWire's profiler); JACK2's
+    /// comes only from the kernel's wake chain.
+    fn reports_timing(&self) -> bool {
+        true
+    }
 }
 
 /// What rebuilding JACK2 clients' timing from the wake chain needs.

@@ -74,6 +74,8 @@ pub struct NodeStats {
     last: Option<NodeTiming>,
     late_run: bool,
     last_count: Option<u32>,
+    /// Whether it drove the graph (its timing is the cycle's driver block).
+    pub driver: bool,
     /// Its last WAIT and BUSY, ns.
     pub last_wait_ns: Option<u64>,
     /// See `last_wait_ns`.
@@ -97,6 +99,7 @@ impl NodeStats {
             last: None,
             late_run: false,
             last_count: None,
+            driver: false,
             last_wait_ns: None,
             last_busy_ns: None,
         }
@@ -124,6 +127,20 @@ impl NodeStats {
     /// Its last timing.
     pub fn last(&self) -> Option<&NodeTiming> {
         self.last.as_ref()
+    }
+
+    /// A cycle it was in time for: its WAIT and BUSY join the figures.
+    fn record_normal(&mut self, f: &NodeTiming) {
+        if f.status != NodeStatus::Finished {
+            return;
+        }
+        self.cycles += 1;
+        if let (Some(w), Some(b)) = (f.wait_ns(), f.busy_ns()) {
+            let _ = self.wait_us.record((w / 1000).max(1));
+            let _ = self.busy_us.record((b / 1000).max(1));
+            self.last_wait_ns = Some(w);
+            self.last_busy_ns = Some(b);
+        }
     }
 }
 
@@ -244,15 +261,7 @@ impl Detector {
                 stats.last_count = Some(n);
             }
             if !late {
-                if f.status == NodeStatus::Finished {
-                    stats.cycles += 1;
-                    if let (Some(w), Some(b)) = (f.wait_ns(), f.busy_ns()) {
-                        let _ = stats.wait_us.record((w / 1000).max(1));
-                        let _ = stats.busy_us.record((b / 1000).max(1));
-                        stats.last_wait_ns = Some(w);
-                        stats.last_busy_ns = Some(b);
-                    }
-                }
+                stats.record_normal(f);
                 if matches!(
                     f.status,
                     NodeStatus::Finished | NodeStatus::NotTriggered | NodeStatus::Inactive
@@ -287,6 +296,11 @@ impl Detector {
                 });
             }
         }
+        // The driver's own WAIT and BUSY, as pw-top shows them on its row.
+        let driver = self.stats(&c.driver);
+        driver.driver = true;
+        driver.record_normal(&c.driver);
+        driver.last = Some(c.driver.clone());
         if let Some(n) = c.driver_xruns {
             let grew = self.driver_count.is_some_and(|before| n > before);
             self.driver_count = Some(n);
@@ -308,6 +322,24 @@ impl Detector {
             }
         }
         found
+    }
+
+    /// One cycle an adapter rebuilt only to keep the figures (JACK2's wake chain, read once a
+    /// second while xruns come from the server's callback): the nodes in time join WAIT and BUSY,
+    /// the cycle is counted, and nothing is reported or counted as an xrun, since the server's
+    /// callback (and [`Detector::adopt`]) does that.
+    pub fn observe(&mut self, c: &Cycle) {
+        self.cycles += 1;
+        self.last_quantum = Some((c.quantum, c.rate));
+        let period = c.period_ns();
+        for f in &c.followers {
+            let (late, _) = self.follower_late(f, c.driver.signal_ns, period);
+            let stats = self.stats(f);
+            if !late {
+                stats.record_normal(f);
+            }
+            stats.last = Some(f.clone());
+        }
     }
 
     fn follower_late(&self, f: &NodeTiming, start: u64, period: u64) -> (bool, Option<Evidence>) {

@@ -31,7 +31,8 @@ pub struct Period {
 }
 
 impl Period {
-    fn ns(&self) -> u64 {
+    /// The period's length, ns.
+    pub fn ns(&self) -> u64 {
         u64::from(self.frames) * 1_000_000_000 / u64::from(self.rate.max(1))
     }
 }
