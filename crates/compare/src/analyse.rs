@@ -71,7 +71,7 @@ struct Decoded {
     worker: Histogram<u64>,
 }
 
-fn decode(path: &PathBuf, r: &RunFile) -> Result<Decoded, ReadError> {
+fn decode(path: &std::path::Path, r: &RunFile) -> Result<Decoded, ReadError> {
     let one = |field: &str, e: &EncodedHistogram, scale| {
         e.decode_as(scale)
             .map_err(|problem| ReadError::new(path, &format!("histograms.{field}"), problem))
@@ -318,7 +318,7 @@ pub fn compare(
         ("worker wake-up latency", Source::Worker, Scale::Micros),
     ]
     .into_iter()
-    .filter(|(_, s, _)| !matches!(s, Source::Worker) || merged(&da, *s).len() > 0)
+    .filter(|(_, s, _)| !matches!(s, Source::Worker) || !merged(&da, *s).is_empty())
     .map(|(name, source, scale)| SideDistribution {
         name: name.to_owned(),
         a: EncodedHistogram::of(&merged(&da, source), scale),
