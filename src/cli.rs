@@ -43,6 +43,29 @@ pub enum Command {
     /// Name the culprit of every xrun in the live PipeWire or JACK graph: the late node, and
     /// what the kernel says took its time. Read-only: it changes nothing in the graph.
     Watch(WatchArgs),
+    /// Did it get better? Compare run results (repeats, machines, kernels, settings) side A
+    /// against side B per metric, with a 95 % interval, a verdict and its chance under noise.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Side A: run results written by `run --json` (several = repeats or machines).
+    #[arg(required = true, value_name = "A.json")]
+    pub files: Vec<PathBuf>,
+    /// Side B's run results.
+    #[arg(long, required = true, num_args = 1.., value_name = "B.json")]
+    pub vs: Vec<PathBuf>,
+    /// Write the compare result (for `report`) here, atomically.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit 1 when a metric of B is worse than A's by more than PCT percent with 95 %
+    /// confidence (the whole interval above PCT): a gate for CI.
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_worse: Option<f64>,
+    /// Compare results of different workloads (buffer, rate, sines, preset, DSP kernel) anyway.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Which audio server `watch` follows.

@@ -127,7 +127,7 @@ pub fn card_lines(s: &mut String, d: &Dropout, card: &BlameCard) {
 /// The explain and trace lines (empty without the flags).
 pub fn render(r: &RunResult) -> String {
     let mut s = String::new();
-    if let Some(e) = &r.explain {
+    if let Some(e) = &r.details.explain {
         match (&e.tracer, &e.unavailable) {
             (Some(t), _) => {
                 let stats = e.stats.as_ref();
@@ -182,7 +182,7 @@ pub fn render(r: &RunResult) -> String {
                 String::new()
             }
         );
-        let dropouts = r.dropouts.as_deref().unwrap_or_default();
+        let dropouts = r.details.dropouts.as_deref().unwrap_or_default();
         for d in dropouts.iter().take(VERDICTS_SHOWN) {
             let _ = writeln!(s, "          buffer {:<7} {}", d.seq, d.verdict());
         }
@@ -219,7 +219,7 @@ pub fn render(r: &RunResult) -> String {
             card_lines(&mut s, d, card);
         }
     }
-    if let Some(t) = &r.trace {
+    if let Some(t) = &r.details.trace {
         let _ = writeln!(
             s,
             "trace     {}: {} events{}{}{}",

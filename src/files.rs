@@ -1,33 +1,10 @@
 //! Result files on disk: checks that a path can be written without touching it, and writes whole files atomically (a temporary file beside the target, then a rename); runs on the main thread.
 
 use crate::Failure;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The directory `path` lives in ("." for a bare file name).
-pub fn dir_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// A temporary file in `dir`, named after `path` so that one left behind by a
-/// crash says what it was for.
-fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    use std::os::unix::fs::PermissionsExt;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let prefix = format!(".{name}.");
-    tempfile::Builder::new()
-        .prefix(&prefix)
-        .suffix(".tmp")
-        // What File::create gives (the umask applies), not tempfile's private 0600.
-        .permissions(std::fs::Permissions::from_mode(0o666))
-        .tempfile_in(dir_of(path))
-}
+use xrunlab_results::write::temp_beside;
+pub use xrunlab_results::write::{dir_of, write_atomically};
 
 /// Checks, before a run starts, that `path` (given with `flag`) can be
 /// written, without creating or truncating it: the directory must exist and
@@ -50,18 +27,6 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), Failure> {
     temp_beside(path)
         .map(drop)
         .map_err(|e| cannot(format!("cannot create a file in {}: {e}", dir.display())))
-}
-
-/// Replaces `path` with `bytes` atomically: readers (and a crash at any
-/// moment) see either the previous file or the complete new one.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let cannot = |e: &dyn std::fmt::Display| format!("cannot write {}: {e}", path.display());
-    let mut tmp = temp_beside(path).map_err(|e| cannot(&e))?;
-    tmp.write_all(bytes).map_err(|e| cannot(&e))?;
-    // On disk before the rename, so that even a power loss leaves one whole file.
-    tmp.as_file().sync_all().map_err(|e| cannot(&e))?;
-    tmp.persist(path).map_err(|e| cannot(&e.error))?;
-    Ok(())
 }
 
 #[cfg(test)]

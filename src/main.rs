@@ -5,6 +5,8 @@ mod bench_explain;
 mod bench_soak;
 mod bench_watch;
 mod cli;
+mod compare_cmd;
+mod compare_text;
 mod csv_out;
 mod dashboard_cmd;
 mod devices;
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Capacity(args)) => lab_cmd::capacity(args),
         Some(cli::Command::Report(args)) => report_cmd::report(args),
         Some(cli::Command::Watch(args)) => watch_cmd::watch(args),
+        Some(cli::Command::Compare(args)) => compare_cmd::compare_cmd(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

@@ -8,7 +8,7 @@ use serde_json::Value;
 const REPORT_JS: &str = include_str!("report/report.js");
 
 /// Result layouts the report draws.
-const SCHEMAS: &[&str] = &["xrunlab.run/1", "xrunlab.lab/1"];
+const SCHEMAS: &[&str] = &["xrunlab.run/2", "xrunlab.lab/1"];
 
 /// Text that can sit inside a `<script>` element: `</script` (any case) cannot end it early.
 /// In JS and JSON, `<\/` means the same as `</` inside strings, and comments are unaffected.

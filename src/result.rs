@@ -3,31 +3,14 @@
 use serde::Serialize;
 use std::path::Path;
 use xrunlab_engine::busy::BusyThreadInfo;
-use xrunlab_engine::{ChordInfo, DeviceInfo, Engine, EngineConfig, ProcessRt, Summary, ThreadInfo};
+use xrunlab_engine::{DeviceInfo, Engine, EngineConfig, ProcessRt, RunStats, ThreadInfo};
+use xrunlab_results::run::{DeviceCounters, EndOfRun, Event, RunHistograms, Workload, SCHEMA};
 use xrunlab_sys::procfs::ThreadStat;
-use xrunlab_sys::Provenance;
+use xrunlab_sys::{Fingerprint, Provenance};
 
-/// Version of this file's layout; bump on incompatible change.
-pub const SCHEMA: &str = "xrunlab.run/1";
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Workload {
-    pub kernel: &'static str,
-    pub sines: usize,
-    pub burst_sines: usize,
-    /// AudioPerfLab's chord, played once per physical core, and xrunlab's own extra copies.
-    pub chord: ChordInfo,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct DeviceCounters {
-    /// Xruns the server reported.
-    pub server_xruns: u64,
-    /// Periods the device skipped after late renders.
-    pub skipped_periods: u64,
-    /// The server's own DSP load (percent, smoothed by the server) at the end.
-    pub server_dsp_load_pct: Option<f32>,
-}
+/// A run's result as `run` writes it: the typed core in xrunlab-results (which `compare`
+/// and `report` read back) and the sections below.
+pub type RunResult = xrunlab_results::run::RunResult<RunDetails>;
 
 /// Per-thread kernel counters over the run (deltas from /proc).
 #[derive(Debug, Clone, Serialize)]
@@ -55,37 +38,10 @@ pub struct Scheduling {
     pub warnings: Vec<String>,
 }
 
+/// The run file's sections that only the report page reads in full.
 #[derive(Debug, Clone, Serialize)]
-pub struct EndOfRun {
-    /// Why the run ended (for a checkpoint: that the run was still going).
-    pub reason: String,
-    /// False when the run ended through a failure.
-    pub ok: bool,
-    /// True while the file is a checkpoint of a run that had not ended when it was written.
-    pub checkpoint: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    /// Seconds since the run started.
-    pub t_s: f64,
-    pub kind: &'static str,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct RunResult {
-    pub schema: &'static str,
-    pub provenance: Provenance,
-    pub preset: &'static str,
-    pub config: EngineConfig,
-    pub device: DeviceInfo,
-    pub workload: Workload,
+pub struct RunDetails {
     pub scheduling: Scheduling,
-    pub summary: Summary,
-    pub device_counters: DeviceCounters,
-    pub ring_drops: u64,
-    pub events: Vec<Event>,
-    pub end: EndOfRun,
     /// CPU topology, idle-state entries and sampled frequencies over the run; in the final
     /// file only (checkpoints leave it out).
     pub system: Option<xrunlab_sys::RunSystem>,
@@ -200,7 +156,7 @@ fn delta(t: &ThreadInfo, a: &ThreadStat, b: &ThreadStat) -> OsThreadStats {
 pub fn workload(engine: &Engine) -> Workload {
     let c = engine.config();
     Workload {
-        kernel: c.kernel.name(),
+        kernel: c.kernel.name().to_owned(),
         sines: c.sines,
         burst_sines: c.burst_sines,
         chord: engine.chord_info(),
@@ -247,8 +203,9 @@ impl EngineFacts {
     /// The result file's content.
     pub fn into_result(
         self,
-        summary: Summary,
+        stats: &RunStats,
         provenance: Provenance,
+        fingerprint: Fingerprint,
         events: Vec<Event>,
         end: EndOfRun,
     ) -> RunResult {
@@ -258,48 +215,52 @@ impl EngineFacts {
             &self.process,
             &self.device,
         );
+        let mut fingerprint = fingerprint;
+        if self.device.kind == "jack" {
+            fingerprint.server_quantum_frames = Some(self.device.buffer_frames);
+        }
         RunResult {
-            schema: SCHEMA,
+            schema: SCHEMA.to_owned(),
             provenance,
-            preset: self.config.preset().name(),
+            fingerprint,
+            preset: self.config.preset().name().to_owned(),
             config: self.config,
             device: self.device,
             workload: self.workload,
-            scheduling: Scheduling {
-                threads: self.threads,
-                busy_threads: self.busy_threads,
-                busy_achieved_duty_pct: self.busy_achieved_duty_pct,
-                process: self.process,
-                os_stats: self.os_stats,
-                warnings,
-            },
-            summary,
+            summary: stats.summary(),
+            histograms: RunHistograms::of(stats),
             device_counters: self.device_counters,
             ring_drops: self.ring_drops,
             events,
             end,
-            system: None,
-            explain: None,
-            dropouts: None,
-            trace: None,
+            details: RunDetails {
+                scheduling: Scheduling {
+                    threads: self.threads,
+                    busy_threads: self.busy_threads,
+                    busy_achieved_duty_pct: self.busy_achieved_duty_pct,
+                    process: self.process,
+                    os_stats: self.os_stats,
+                    warnings,
+                },
+                system: None,
+                explain: None,
+                dropouts: None,
+                trace: None,
+            },
         }
     }
 }
 
-impl RunResult {
-    /// Adds the `--explain` and `--trace` parts.
-    pub fn with_extras(mut self, extras: crate::explain_run::ExtrasResult) -> RunResult {
-        self.explain = extras.explain;
-        self.dropouts = extras.dropouts;
-        self.trace = extras.trace;
-        self
-    }
+/// Adds the `--explain` and `--trace` parts.
+pub fn with_extras(mut result: RunResult, extras: crate::explain_run::ExtrasResult) -> RunResult {
+    result.details.explain = extras.explain;
+    result.details.dropouts = extras.dropouts;
+    result.details.trace = extras.trace;
+    result
 }
 
 /// Writes `result` as pretty JSON to `path`, atomically: the previous file
 /// stays whole until the new one replaces it.
 pub fn write_json(path: &Path, result: &RunResult) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(result)
-        .map_err(|e| format!("cannot serialize the result: {e}"))?;
-    crate::files::write_atomically(path, (text + "\n").as_bytes())
+    xrunlab_results::write::write_json(path, result)
 }

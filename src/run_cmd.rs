@@ -4,14 +4,15 @@ use crate::cli::{EngineArgs, RenderArgs, RunArgs};
 use crate::csv_out::{CsvOut, CsvRows};
 use crate::explain_run::Extras;
 use crate::files;
-use crate::result::{write_json, EndOfRun, EngineFacts, Event};
+use crate::result::{with_extras, write_json, EngineFacts};
 use crate::signals::StopSignals;
 use crate::Failure;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab_engine::device::offline::OfflineDevice;
-use xrunlab_engine::{Device, Engine, EngineConfig, Injection, Repeat, RunCollector, Summary};
-use xrunlab_sys::Provenance;
+use xrunlab_engine::{Device, Engine, EngineConfig, Injection, Repeat, RunCollector, RunStats};
+use xrunlab_results::run::{EndOfRun, Event};
+use xrunlab_sys::{Fingerprint, Provenance};
 
 /// How often the main thread drains the record rings.
 const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
@@ -27,10 +28,10 @@ fn provenance() -> Provenance {
     )
 }
 
-/// The summary of what the session's collector drained (it keeps one; see [`Session::start`]).
-fn summary(collector: &RunCollector) -> Summary {
+/// The statistics of what the session's collector drained (it keeps them; see [`Session::start`]).
+fn stats(collector: &RunCollector) -> &RunStats {
     collector
-        .summary()
+        .stats()
         .expect("a session's collector is made with_summary")
 }
 
@@ -39,6 +40,7 @@ struct Session {
     collector: RunCollector,
     csv: CsvRows,
     provenance: Provenance,
+    fingerprint: Fingerprint,
     events: Vec<Event>,
     json: Option<PathBuf>,
     t0: Instant,
@@ -71,6 +73,10 @@ impl Session {
             collector: RunCollector::new(engine).with_summary(),
             csv,
             provenance,
+            fingerprint: Fingerprint::collect(
+                xrunlab_sys::default_proc_root(),
+                xrunlab_sys::default_sys_root(),
+            ),
             events: Vec::new(),
             json: json.map(Path::to_path_buf),
             t0: Instant::now(),
@@ -123,7 +129,7 @@ impl Session {
         for injection in self.collector.inject_due(self.t0 + t) {
             self.events.push(Event {
                 t_s: t.as_secs_f64(),
-                kind: injection.kind().name(),
+                kind: injection.kind().name().to_owned(),
             });
         }
     }
@@ -155,14 +161,18 @@ impl Session {
             ok: true,
             checkpoint: true,
         };
-        let result = EngineFacts::read(engine)
-            .into_result(
-                summary(&self.collector),
+        let mut fingerprint = self.fingerprint.clone();
+        fingerprint.finish(xrunlab_sys::default_proc_root());
+        let result = with_extras(
+            EngineFacts::read(engine).into_result(
+                stats(&self.collector),
                 provenance,
+                fingerprint,
                 self.events.clone(),
                 end,
-            )
-            .with_extras(self.extras.checkpoint());
+            ),
+            self.extras.checkpoint(),
+        );
         if let Err(e) = write_json(path, &result) {
             // Once: the final write will report the error again if it persists.
             if !self.checkpoint_failed {
@@ -179,6 +189,7 @@ impl Session {
             mut collector,
             mut csv,
             mut provenance,
+            mut fingerprint,
             events,
             json,
             system,
@@ -193,16 +204,18 @@ impl Session {
         let system = system.finish();
         let extras = extras.finish(xrunlab_engine::rt::clock::now_ns());
         provenance.finish();
+        fingerprint.finish(xrunlab_sys::default_proc_root());
         let end = EndOfRun {
             reason: reason.clone(),
             ok,
             checkpoint: false,
         };
         let facts = facts.ok_or_else(|| Failure::Runtime(format!("{reason}; no engine ran")))?;
-        let mut result = facts
-            .into_result(summary(&collector), provenance, events, end)
-            .with_extras(extras);
-        result.system = Some(system);
+        let mut result = with_extras(
+            facts.into_result(stats(&collector), provenance, fingerprint, events, end),
+            extras,
+        );
+        result.details.system = Some(system);
         let mut errors = csv.finish();
         if let Some(path) = &json {
             if let Err(e) = write_json(path, &result) {

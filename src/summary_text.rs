@@ -22,6 +22,7 @@ fn us(p: &Percentiles) -> String {
 fn rt_line(r: &RunResult) -> String {
     use xrunlab_sys::Outcome;
     let ours: Vec<_> = r
+        .details
         .scheduling
         .threads
         .iter()
@@ -54,8 +55,8 @@ fn rt_line(r: &RunResult) -> String {
         per_thread("SCHED_DEADLINE", &|s| &s.deadline),
         per_thread("uclamp.min", &|s| &s.uclamp),
         per_thread("affinity", &|s| &s.affinity),
-        process("mlockall", &r.scheduling.process.mlock),
-        process("PM QoS", &r.scheduling.process.pm_qos),
+        process("mlockall", &r.details.scheduling.process.mlock),
+        process("PM QoS", &r.details.scheduling.process.pm_qos),
     ]
     .join("; ")
 }
@@ -118,18 +119,20 @@ pub fn render(r: &RunResult) -> String {
         c.busy.duty_pct,
         if c.work_interval { "on" } else { "off" }
     );
-    if !r.scheduling.busy_threads.is_empty() {
+    if !r.details.scheduling.busy_threads.is_empty() {
         let _ = writeln!(
             s,
             "busy      {} thread(s): {}; achieved duty {}",
-            r.scheduling.busy_threads.len(),
-            r.scheduling
+            r.details.scheduling.busy_threads.len(),
+            r.details
+                .scheduling
                 .busy_threads
                 .iter()
                 .map(|b| format!("tid {} {}", b.tid, b.priority.summary()))
                 .collect::<Vec<_>>()
                 .join(", "),
-            r.scheduling
+            r.details
+                .scheduling
                 .busy_achieved_duty_pct
                 .map_or("not measured yet".to_owned(), |d| format!("{d:.1} %"))
         );
@@ -142,7 +145,7 @@ pub fn render(r: &RunResult) -> String {
             k = c.kernel_slowdown
         );
     }
-    for t in &r.scheduling.threads {
+    for t in &r.details.scheduling.threads {
         let _ = writeln!(
             s,
             "thread    {:<9} tid {:<7} {}",
@@ -152,7 +155,7 @@ pub fn render(r: &RunResult) -> String {
         );
     }
     let _ = writeln!(s, "rt        {}", rt_line(r));
-    for w in &r.scheduling.warnings {
+    for w in &r.details.scheduling.warnings {
         let _ = writeln!(s, "warning   {w}");
     }
     let m = &r.summary;
@@ -187,7 +190,12 @@ pub fn render(r: &RunResult) -> String {
             .iter()
             .map(|(cpu, n)| format!("{cpu}({n})"))
             .collect();
-        let os = r.scheduling.os_stats.iter().find(|o| o.index == t.index);
+        let os = r
+            .details
+            .scheduling
+            .os_stats
+            .iter()
+            .find(|o| o.index == t.index);
         let migrations = match os.and_then(|o| o.kernel_migrations) {
             Some(k) => format!("{} ({k} kernel)", t.observed_migrations),
             None => t.observed_migrations.to_string(),
@@ -206,7 +214,7 @@ pub fn render(r: &RunResult) -> String {
             t.cpu_time_ms
         );
     }
-    for o in &r.scheduling.os_stats {
+    for o in &r.details.scheduling.os_stats {
         let _ = writeln!(
             s,
             "os        {:<9} context switches {} voluntary, {} involuntary; run-queue wait {:.1} ms",

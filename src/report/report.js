@@ -374,7 +374,7 @@ const DRAW = {
 const root = document.getElementById('report');
 for (const { file, result } of entries) {
   const sec = el('section');
-  const kind = result.schema === 'xrunlab.run/1' ? 'run' : result.kind;
+  const kind = result.schema === 'xrunlab.run/2' ? 'run' : result.kind;
   sec.append(el('h2', `${kind}: ${file}`));
   const p = result.provenance ?? {};
   sec.append(el('p', `${p.kernel ?? ''} ${p.cpu_model ?? ''} ${p.start_time ?? ''}${result.incomplete ? ' (incomplete: ' + result.end_reason + ')' : ''}${result.quick ? ' (--quick)' : ''}`, 'prov'));

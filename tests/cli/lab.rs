@@ -593,7 +593,7 @@ fn report_inlines_the_dashboards_chart_module_and_the_results_and_refuses_other_
     let page = std::fs::read_to_string(&html).unwrap();
     // The dashboard's charts.js is inlined as built, not copied: its export is in the page.
     assert!(page.contains("export function threadColor(index)"));
-    assert!(page.contains(r#""schema":"xrunlab.run/1""#));
+    assert!(page.contains(r#""schema":"xrunlab.run/2""#));
     assert!(!page.contains("src=\"http") && !page.contains("href=\"http"));
     assert_eq!(
         page.matches("</script>").count(),
@@ -610,6 +610,6 @@ fn report_inlines_the_dashboards_chart_module_and_the_results_and_refuses_other_
             "--out",
             html.to_str().unwrap(),
         ],
-        &["schema", "xrunlab.run/1, xrunlab.lab/1"],
+        &["schema", "xrunlab.run/2, xrunlab.lab/1"],
     );
 }

@@ -1,6 +1,7 @@
 //! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark, the dashboard's access flags, the doctor; one test binary.
 
 mod child;
+mod compare;
 mod dashboard;
 mod doctor;
 mod errors;

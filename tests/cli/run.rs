@@ -50,7 +50,7 @@ fn a_run_writes_its_result_with_provenance_and_one_csv_row_per_buffer() {
         incomplete <= r["summary"]["dropouts"].as_u64().unwrap(),
         "an incomplete render is a dropout"
     );
-    assert_eq!(r["schema"], "xrunlab.run/1");
+    assert_eq!(r["schema"], "xrunlab.run/2");
     assert_eq!(r["config"]["kernel_slowdown"], 1);
     let p = &r["provenance"];
     for key in [

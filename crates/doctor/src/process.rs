@@ -151,40 +151,8 @@ pub fn user_name(passwd: &str, uid: u32) -> Option<String> {
     })
 }
 
-/// The kernel command line, split into words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cmdline {
-    words: Vec<String>,
-}
-
-impl Cmdline {
-    /// Parses `/proc/cmdline` text.
-    pub fn parse(text: &str) -> Cmdline {
-        Cmdline {
-            words: text.split_whitespace().map(str::to_owned).collect(),
-        }
-    }
-
-    /// Whether a bare word such as "threadirqs" is present (before any "--", after which the
-    /// words belong to init).
-    pub fn has(&self, word: &str) -> bool {
-        self.kernel_words().any(|w| w == word)
-    }
-
-    /// The value of `key=value` (the last one wins, as in the kernel).
-    pub fn value(&self, key: &str) -> Option<&str> {
-        self.kernel_words()
-            .filter_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-            .last()
-    }
-
-    fn kernel_words(&self) -> impl Iterator<Item = &str> {
-        self.words
-            .iter()
-            .map(String::as_str)
-            .take_while(|w| *w != "--")
-    }
-}
+/// The kernel command line: kept in xrunlab-sys, where result fingerprints also read it.
+pub use xrunlab_sys::cmdline::Cmdline;
 
 #[cfg(test)]
 mod tests {

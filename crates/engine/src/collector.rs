@@ -296,6 +296,11 @@ impl RunCollector {
         self.tally.summary.as_ref().map(RunStats::summary)
     }
 
+    /// The statistics behind [`RunCollector::summary`], with their histograms, when kept.
+    pub fn stats(&self) -> Option<&RunStats> {
+        self.tally.summary.as_ref()
+    }
+
     fn engine_counters(engine: &Engine) -> Totals {
         let s = engine.signals();
         Totals {

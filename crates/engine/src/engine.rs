@@ -9,7 +9,7 @@ use crate::rt::cycle::CycleShared;
 use crate::rt::driver::Renderer;
 use crate::rt::records::{record_ring, BufferRecord, RecordRx, ThreadRecord};
 use crate::rt::worker;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -90,10 +90,10 @@ pub struct ProcessRt {
 }
 
 /// The chord in play, as reported in results and the dashboard.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChordInfo {
     /// "apl" (four notes, AudioPerfLab since October 2020) or "apl-2020" (three notes).
-    pub name: &'static str,
+    pub name: String,
     /// MIDI notes.
     pub notes: Vec<u8>,
     /// Partials in one chord at the device's sample rate.
@@ -514,7 +514,7 @@ impl Engine {
             )
         });
         ChordInfo {
-            name: c.chord.name(),
+            name: c.chord.name().to_owned(),
             notes: c.chord.notes().to_vec(),
             partials_per_chord: layout.partials_per_chord(rate),
             apl_chords: c.chords,

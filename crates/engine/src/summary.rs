@@ -2,7 +2,7 @@
 
 use crate::report::BufferReport;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -18,7 +18,7 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 /// 0.001 % for load, 1 ns for wake-ups); never above `max`; values past a [`Scale`]'s range
 /// count at its bound. `count`, `max` and `mean` are exact.
 /// [`Percentiles::of`] computes exact nearest-rank percentiles from a slice.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     /// Samples.
     pub count: usize,
@@ -71,7 +71,7 @@ pub enum Scale {
 
 impl Scale {
     /// Histogram units per reported unit.
-    const fn units_per_value(self) -> f64 {
+    pub const fn units_per_value(self) -> f64 {
         match self {
             Scale::Percent | Scale::Micros => 1000.0,
         }
@@ -145,6 +145,17 @@ impl Distribution {
         self.count
     }
 
+    /// The scale its values are on.
+    pub fn scale(&self) -> Scale {
+        self.scale
+    }
+
+    /// The histogram behind the percentiles, in the scale's units ([`Scale::units_per_value`]
+    /// per reported unit), for result files that keep the whole distribution.
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
     /// Counters the histogram holds: fixed when it is made, whatever is recorded.
     pub fn histogram_slots(&self) -> usize {
         self.hist.distinct_values()
@@ -171,7 +182,7 @@ impl Distribution {
 }
 
 /// One audio thread over the run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadSummary {
     /// 0 = driver, 1.. = workers.
     pub index: usize,
@@ -195,7 +206,7 @@ pub struct ThreadSummary {
 }
 
 /// Everything the run summary shows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Buffers rendered.
     pub buffers: u64,
@@ -385,6 +396,21 @@ impl RunStats {
     /// Dropouts so far.
     pub fn dropouts(&self) -> u64 {
         self.dropouts
+    }
+
+    /// Render load in percent of the buffer, per buffer.
+    pub fn load_pct(&self) -> &Distribution {
+        &self.loads
+    }
+
+    /// Driver wake-up latency in microseconds, per buffer.
+    pub fn driver_wake_latency_us(&self) -> &Distribution {
+        &self.driver_wake_us
+    }
+
+    /// Worker wake-up latency in microseconds, per worker and buffer.
+    pub fn worker_wake_latency_us(&self) -> &Distribution {
+        &self.worker_wake_us
     }
 
     /// The summary of everything added so far; adding can go on after it.

@@ -103,7 +103,7 @@ pub fn format_cpu_list(cpus: &[usize]) -> String {
     out
 }
 
-fn cpu_dir(sys_root: &Path, cpu: usize) -> PathBuf {
+pub(crate) fn cpu_dir(sys_root: &Path, cpu: usize) -> PathBuf {
     sys_root.join(format!("devices/system/cpu/cpu{cpu}"))
 }
 

@@ -10,9 +10,11 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+pub mod cmdline;
 pub mod cpu;
 pub mod cpuidle;
 pub mod energy;
+pub mod fingerprint;
 pub mod freq_sampler;
 pub mod outcome;
 pub mod procfs;
@@ -27,6 +29,7 @@ pub use cpu::{
 };
 pub use cpuidle::{idle_states, idle_usage_delta, IdleState, IdleUsage};
 pub use energy::{PowerMeter, PowerSample, RaplMeter, DEFAULT_WATTS_PER_BUSY_CORE};
+pub use fingerprint::Fingerprint;
 pub use freq_sampler::{FreqSample, FreqSampler, FreqTrace};
 pub use outcome::Outcome;
 pub use procfs::{read_rss_bytes, read_thread_stat, ThreadStat};

@@ -3,6 +3,7 @@
 //! audio path.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
@@ -163,6 +164,21 @@ pub(crate) fn process_cpu_ticks(stat_path: &Path) -> io::Result<u64> {
     let (utime, stime, _) =
         parse_stat(&stat).ok_or_else(|| invalid(stat_path, "unexpected stat line format"))?;
     Ok(utime.saturating_add(stime))
+}
+
+/// Steal ticks per CPU from `/proc/stat` (the 8th number of each `cpuN` line).
+pub fn read_steal(proc_root: &Path) -> BTreeMap<u16, u64> {
+    let Some(stat) = std::fs::read_to_string(proc_root.join("stat")).ok() else {
+        return BTreeMap::new();
+    };
+    stat.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu: u16 = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            let steal = f.nth(7)?.parse().ok()?;
+            Some((cpu, steal))
+        })
+        .collect()
 }
 
 #[cfg(test)]

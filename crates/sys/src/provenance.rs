@@ -91,7 +91,7 @@ pub fn now_rfc3339() -> String {
 
 /// The CPU model from /proc/cpuinfo text: x86 "model name", else the Arm implementer and part
 /// codes (Arm kernels print no model name), else None.
-fn cpu_model(cpuinfo: &str) -> Option<String> {
+pub(crate) fn cpu_model(cpuinfo: &str) -> Option<String> {
     let field = |name: &str| {
         cpuinfo.lines().find_map(|line| {
             let (key, value) = line.split_once(':')?;
@@ -109,16 +109,17 @@ fn cpu_model(cpuinfo: &str) -> Option<String> {
     }
 }
 
-struct Uname {
-    sysname: String,
-    nodename: String,
-    release: String,
-    version: String,
-    machine: String,
+/// uname(2)'s fields as text.
+pub(crate) struct Uname {
+    pub(crate) sysname: String,
+    pub(crate) nodename: String,
+    pub(crate) release: String,
+    pub(crate) version: String,
+    pub(crate) machine: String,
 }
 
 impl Uname {
-    fn get() -> Option<Uname> {
+    pub(crate) fn get() -> Option<Uname> {
         // SAFETY: utsname is plain char arrays; all-zero is a valid value.
         let mut u: libc::utsname = unsafe { std::mem::zeroed() };
         // SAFETY: `u` is a live, writable utsname, which is all uname writes to.

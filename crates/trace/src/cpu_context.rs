@@ -58,20 +58,7 @@ fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
-/// Steal ticks per CPU from `/proc/stat` (the 8th number of each `cpuN` line).
-pub fn read_steal(proc_root: &Path) -> BTreeMap<u16, u64> {
-    let Some(stat) = read(&proc_root.join("stat")) else {
-        return BTreeMap::new();
-    };
-    stat.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let cpu: u16 = f.next()?.strip_prefix("cpu")?.parse().ok()?;
-            let steal = f.nth(7)?.parse().ok()?;
-            Some((cpu, steal))
-        })
-        .collect()
-}
+pub use xrunlab_sys::procfs::read_steal;
 
 impl CpuSampler {
     /// A sampler of `cpus`, keeping `keep_ns` of history (the tracer's window).

@@ -1,0 +1,392 @@
+//! Builds the compare result from two sides' run files: decodes their histograms (refusing
+//! other units, naming file and field), refuses different workloads unless forced, and
+//! compares each metric with the method the number of runs allows. Main thread.
+
+use crate::diff::{fingerprint_diff, workload_diff};
+use crate::stats;
+use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::fmt;
+use std::path::PathBuf;
+use xrunlab_engine::{Scale, Summary};
+use xrunlab_results::compare::{
+    CompareResult, FingerprintChange, MachineMetric, MachineRow, Method, MetricComparison,
+    SideDistribution, Verdict, SCHEMA,
+};
+use xrunlab_results::run::RunFile;
+use xrunlab_results::{EncodedHistogram, Provenance, ReadError};
+
+/// The same files always give the same figures.
+const SEED: u64 = 0x5eed_a0b0;
+
+/// One side: its files, read.
+pub type Side = [(PathBuf, RunFile)];
+
+/// How to compare.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Compare different workloads anyway.
+    pub force: bool,
+}
+
+/// Why there is no comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompareError {
+    /// A file does not hold what a run result holds.
+    Read(ReadError),
+    /// The sides ran different workloads (and `force` was not given).
+    Workload(Vec<FingerprintChange>),
+    /// A side has no file.
+    EmptySide(&'static str),
+}
+
+impl fmt::Display for CompareError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompareError::Read(e) => e.fmt(f),
+            CompareError::Workload(changes) => {
+                let list: Vec<String> = changes
+                    .iter()
+                    .map(|c| format!("{}: {} vs {}", c.field, c.a.join("/"), c.b.join("/")))
+                    .collect();
+                write!(
+                    f,
+                    "the files ran different workloads ({}), so their figures measure different \
+                     work; compare like with like, or give --force to compare them anyway",
+                    list.join("; ")
+                )
+            }
+            CompareError::EmptySide(side) => write!(f, "side {side} has no result file"),
+        }
+    }
+}
+
+impl std::error::Error for CompareError {}
+
+/// A run's histograms, decoded.
+struct Decoded {
+    load: Histogram<u64>,
+    driver: Histogram<u64>,
+    worker: Histogram<u64>,
+}
+
+fn decode(path: &std::path::Path, r: &RunFile) -> Result<Decoded, ReadError> {
+    let one = |field: &str, e: &EncodedHistogram, scale| {
+        e.decode_as(scale)
+            .map_err(|problem| ReadError::new(path, &format!("histograms.{field}"), problem))
+    };
+    let h = &r.histograms;
+    Ok(Decoded {
+        load: one("load_pct", &h.load_pct, Scale::Percent)?,
+        driver: one(
+            "driver_wake_latency_us",
+            &h.driver_wake_latency_us,
+            Scale::Micros,
+        )?,
+        worker: one(
+            "worker_wake_latency_us",
+            &h.worker_wake_latency_us,
+            Scale::Micros,
+        )?,
+    })
+}
+
+/// Which distribution a metric's quantile comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    Load,
+    Driver,
+    Worker,
+}
+
+struct Metric {
+    name: &'static str,
+    unit: &'static str,
+    value: fn(&Summary) -> f64,
+    /// The histogram and quantile for the one-run bootstrap; `None`: not resampled.
+    quantile: Option<(Source, f64)>,
+    /// Whether the metric exists for this pair (workers may be absent).
+    present: fn(&Summary) -> bool,
+}
+
+fn always(_: &Summary) -> bool {
+    true
+}
+
+fn has_workers(s: &Summary) -> bool {
+    s.worker_wake_latency_us.count > 0
+}
+
+fn metrics() -> Vec<Metric> {
+    vec![
+        Metric {
+            name: "load p50",
+            unit: "%",
+            value: |s| s.load_pct.p50,
+            quantile: Some((Source::Load, 0.5)),
+            present: always,
+        },
+        Metric {
+            name: "load p99",
+            unit: "%",
+            value: |s| s.load_pct.p99,
+            quantile: Some((Source::Load, 0.99)),
+            present: always,
+        },
+        Metric {
+            name: "load max",
+            unit: "%",
+            value: |s| s.load_pct.max,
+            quantile: None,
+            present: always,
+        },
+        Metric {
+            name: "driver wake-up p50",
+            unit: "us",
+            value: |s| s.driver_wake_latency_us.p50,
+            quantile: Some((Source::Driver, 0.5)),
+            present: always,
+        },
+        Metric {
+            name: "driver wake-up p99",
+            unit: "us",
+            value: |s| s.driver_wake_latency_us.p99,
+            quantile: Some((Source::Driver, 0.99)),
+            present: always,
+        },
+        Metric {
+            name: "driver wake-up p99.9",
+            unit: "us",
+            value: |s| s.driver_wake_latency_us.p999,
+            quantile: Some((Source::Driver, 0.999)),
+            present: always,
+        },
+        Metric {
+            name: "driver wake-up max",
+            unit: "us",
+            value: |s| s.driver_wake_latency_us.max,
+            quantile: None,
+            present: always,
+        },
+        Metric {
+            name: "worker wake-up p50",
+            unit: "us",
+            value: |s| s.worker_wake_latency_us.p50,
+            quantile: Some((Source::Worker, 0.5)),
+            present: has_workers,
+        },
+        Metric {
+            name: "worker wake-up p99",
+            unit: "us",
+            value: |s| s.worker_wake_latency_us.p99,
+            quantile: Some((Source::Worker, 0.99)),
+            present: has_workers,
+        },
+        Metric {
+            name: "worker wake-up p99.9",
+            unit: "us",
+            value: |s| s.worker_wake_latency_us.p999,
+            quantile: Some((Source::Worker, 0.999)),
+            present: has_workers,
+        },
+        Metric {
+            name: "worker wake-up max",
+            unit: "us",
+            value: |s| s.worker_wake_latency_us.max,
+            quantile: None,
+            present: has_workers,
+        },
+        Metric {
+            name: "dropouts per hour",
+            unit: "per hour",
+            value: dropouts_per_hour,
+            quantile: None,
+            present: always,
+        },
+    ]
+}
+
+fn dropouts_per_hour(s: &Summary) -> f64 {
+    if s.audio_seconds > 0.0 {
+        s.dropouts as f64 * 3600.0 / s.audio_seconds
+    } else {
+        0.0
+    }
+}
+
+fn merged(side: &[Decoded], pick: Source) -> Histogram<u64> {
+    let mut it = side.iter().map(|d| match pick {
+        Source::Load => &d.load,
+        Source::Driver => &d.driver,
+        Source::Worker => &d.worker,
+    });
+    // Every run's histograms have the engine's bounds, so adding never fails; a side has
+    // at least one run (checked before).
+    let mut out = it.next().expect("a side has a run").clone();
+    for h in it {
+        out.add(h).expect("histograms of one scale add");
+    }
+    out
+}
+
+/// Compares side B against side A.
+pub fn compare(
+    a: &Side,
+    b: &Side,
+    options: Options,
+    provenance: Provenance,
+) -> Result<CompareResult, CompareError> {
+    if a.is_empty() {
+        return Err(CompareError::EmptySide("A"));
+    }
+    if b.is_empty() {
+        return Err(CompareError::EmptySide("B"));
+    }
+    let decode_side = |side: &Side| -> Result<Vec<Decoded>, CompareError> {
+        side.iter()
+            .map(|(p, r)| decode(p, r).map_err(CompareError::Read))
+            .collect()
+    };
+    let (da, db) = (decode_side(a)?, decode_side(b)?);
+    let ra: Vec<&RunFile> = a.iter().map(|(_, r)| r).collect();
+    let rb: Vec<&RunFile> = b.iter().map(|(_, r)| r).collect();
+    let workload = workload_diff(&ra, &rb);
+    if !workload.is_empty() && !options.force {
+        return Err(CompareError::Workload(workload));
+    }
+    let mut notes = Vec::new();
+    if !workload.is_empty() {
+        notes.push("different workloads compared because --force was given".to_owned());
+    }
+    let repeats = a.len() >= 2 && b.len() >= 2;
+    if !repeats {
+        notes.push(format!(
+            "{} run(s) on side A and {} on side B: the intervals come from a block bootstrap \
+             over the buffers, which cannot see how much runs differ from each other; this is \
+             weak evidence, so repeat each side (xrunlab ab does) for a verdict that holds",
+            a.len(),
+            b.len()
+        ));
+    }
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut out = Vec::new();
+    for m in metrics() {
+        if !ra.iter().chain(&rb).all(|r| (m.present)(&r.summary)) {
+            continue;
+        }
+        let va: Vec<f64> = ra.iter().map(|r| (m.value)(&r.summary)).collect();
+        let vb: Vec<f64> = rb.iter().map(|r| (m.value)(&r.summary)).collect();
+        let (a_median, b_median) = (stats::median(&va), stats::median(&vb));
+        let (method, interval, p) = if repeats {
+            let p = stats::permutation_p(&va, &vb, &mut rng);
+            let i = stats::runs_change_interval(&va, &vb, &mut rng);
+            (Method::PermutationOverRuns, i, i.map(|_| p))
+        } else if let Some((source, q)) = m.quantile {
+            let c =
+                stats::histogram_change(&merged(&da, source), &merged(&db, source), q, &mut rng);
+            (
+                Method::BlockBootstrapOneRun,
+                c.map(|c| c.interval_pct),
+                c.map(|c| c.p_value),
+            )
+        } else {
+            (Method::Descriptive, None, None)
+        };
+        let verdict = match interval.zip(p).and_then(|(i, p)| stats::verdict_of(i, p)) {
+            Some(true) => Verdict::Worse,
+            Some(false) => Verdict::Better,
+            None => Verdict::NoDifference,
+        };
+        out.push(MetricComparison {
+            metric: m.name.to_owned(),
+            unit: m.unit.to_owned(),
+            a: va,
+            b: vb,
+            a_median,
+            b_median,
+            change_pct: stats::change_pct(a_median, b_median),
+            interval_pct: interval,
+            verdict,
+            p_value: p,
+            method,
+        });
+    }
+    let distributions = [
+        ("load", Source::Load, Scale::Percent),
+        ("driver wake-up latency", Source::Driver, Scale::Micros),
+        ("worker wake-up latency", Source::Worker, Scale::Micros),
+    ]
+    .into_iter()
+    .filter(|(_, s, _)| !matches!(s, Source::Worker) || !merged(&da, *s).is_empty())
+    .map(|(name, source, scale)| SideDistribution {
+        name: name.to_owned(),
+        a: EncodedHistogram::of(&merged(&da, source), scale),
+        b: EncodedHistogram::of(&merged(&db, source), scale),
+    })
+    .collect();
+    let files = |side: &Side| side.iter().map(|(p, _)| p.display().to_string()).collect();
+    Ok(CompareResult {
+        schema: SCHEMA.to_owned(),
+        provenance,
+        a_files: files(a),
+        b_files: files(b),
+        fingerprint_diff: fingerprint_diff(&ra, &rb),
+        workload_diff: workload,
+        confidence: stats::CONFIDENCE,
+        notes,
+        machines: machine_rows(a, b, &out),
+        metrics: out,
+        distributions,
+    })
+}
+
+/// A row per distinct machine fingerprint (steal left out: it varies by run).
+fn machine_rows(a: &Side, b: &Side, metrics: &[MetricComparison]) -> Vec<MachineRow> {
+    let mut rows: Vec<(serde_json::Value, MachineRow, Vec<usize>)> = Vec::new();
+    let sides = [("a", a), ("b", b)];
+    for (side, files) in sides {
+        for (i, (path, r)) in files.iter().enumerate() {
+            let mut key = serde_json::to_value(&r.fingerprint).unwrap_or_default();
+            if let Some(m) = key.as_object_mut() {
+                m.remove("steal_pct");
+            }
+            let pos = rows
+                .iter()
+                .position(|(k, row, _)| *k == key && row.side == side);
+            let pos = pos.unwrap_or_else(|| {
+                rows.push((
+                    key,
+                    MachineRow {
+                        side: side.to_owned(),
+                        fingerprint: r.fingerprint.clone(),
+                        files: Vec::new(),
+                        metrics: Vec::new(),
+                    },
+                    Vec::new(),
+                ));
+                rows.len() - 1
+            });
+            rows[pos].1.files.push(path.display().to_string());
+            rows[pos].2.push(i);
+        }
+    }
+    rows.into_iter()
+        .map(|(_, mut row, indexes)| {
+            row.metrics = metrics
+                .iter()
+                .map(|m| {
+                    let values = if row.side == "a" { &m.a } else { &m.b };
+                    let v: Vec<f64> = indexes.iter().map(|&i| values[i]).collect();
+                    MachineMetric {
+                        metric: m.metric.clone(),
+                        median: stats::median(&v),
+                        min: v.iter().copied().fold(f64::INFINITY, f64::min),
+                        max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                    }
+                })
+                .collect();
+            row
+        })
+        .collect()
+}

@@ -1,0 +1,139 @@
+//! The result file of `xrunlab compare` and `xrunlab ab` (schema [`SCHEMA`]): what differs
+//! between the machines, each metric on both sides with the difference, its 95 % interval,
+//! the verdict and its chance under noise, and the overlaid distributions. Written by compare
+//! and ab, read by report, on the main thread.
+
+use crate::histogram::EncodedHistogram;
+use serde::{Deserialize, Serialize};
+use xrunlab_sys::{Fingerprint, Provenance};
+
+/// Version of this file's layout; bump on incompatible change.
+pub const SCHEMA: &str = "xrunlab.compare/1";
+
+/// One fingerprint field that differs between the sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FingerprintChange {
+    /// The field, e.g. "kernel_release".
+    pub field: String,
+    /// Side A's values (one per distinct value among its files).
+    pub a: Vec<String>,
+    /// Side B's values.
+    pub b: Vec<String>,
+}
+
+/// Better, worse or not shown, for side B against side A.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// B is lower (every metric here is better lower) and the interval excludes zero.
+    Better,
+    /// B is higher and the interval excludes zero.
+    Worse,
+    /// The interval includes zero.
+    NoDifference,
+}
+
+/// Which test produced a metric's interval and chance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Several runs per side: a permutation test over the runs' values and a bootstrap of the
+    /// runs for the interval.
+    PermutationOverRuns,
+    /// One run per side: a block bootstrap over the runs' histograms (weak evidence: it cannot
+    /// see run-to-run variation).
+    BlockBootstrapOneRun,
+    /// The figure cannot be resampled (max, counts with one run): both sides shown, no verdict.
+    Descriptive,
+}
+
+/// One metric on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricComparison {
+    /// e.g. "load p99".
+    pub metric: String,
+    /// "%" or "us" or "per hour".
+    pub unit: String,
+    /// Side A's value per run.
+    pub a: Vec<f64>,
+    /// Side B's value per run.
+    pub b: Vec<f64>,
+    /// Median of A's runs.
+    pub a_median: f64,
+    /// Median of B's runs.
+    pub b_median: f64,
+    /// B − A in percent of A (`None` when A is 0).
+    pub change_pct: Option<f64>,
+    /// 95 % interval of the change in percent of A.
+    pub interval_pct: Option<[f64; 2]>,
+    /// Verdict for B against A.
+    pub verdict: Verdict,
+    /// Chance of a difference at least this large arising by noise alone (two-sided).
+    pub p_value: Option<f64>,
+    /// How the interval and chance were found.
+    pub method: Method,
+}
+
+/// A distribution drawn in the report: each side's runs merged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideDistribution {
+    /// e.g. "driver wake-up latency".
+    pub name: String,
+    /// Side A's runs merged.
+    pub a: EncodedHistogram,
+    /// Side B's runs merged.
+    pub b: EncodedHistogram,
+}
+
+/// One row of the table per machine fingerprint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineRow {
+    /// The side ("a" or "b").
+    pub side: String,
+    /// The machine.
+    pub fingerprint: Fingerprint,
+    /// Files from it.
+    pub files: Vec<String>,
+    /// Per metric: median and min/max over its runs.
+    pub metrics: Vec<MachineMetric>,
+}
+
+/// One metric over one machine's runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineMetric {
+    /// As in [`MetricComparison::metric`].
+    pub metric: String,
+    /// Median over the runs.
+    pub median: f64,
+    /// Lowest run.
+    pub min: f64,
+    /// Highest run.
+    pub max: f64,
+}
+
+/// What `compare` found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareResult {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// Where this comparison was made.
+    pub provenance: Provenance,
+    /// Side A's files.
+    pub a_files: Vec<String>,
+    /// Side B's files.
+    pub b_files: Vec<String>,
+    /// Fingerprint fields that differ.
+    pub fingerprint_diff: Vec<FingerprintChange>,
+    /// Workload settings that differ (compared anyway with --force).
+    pub workload_diff: Vec<FingerprintChange>,
+    /// Confidence of the intervals (0.95).
+    pub confidence: f64,
+    /// Notes on the evidence (one run per side, forced workloads...).
+    pub notes: Vec<String>,
+    /// The metrics.
+    pub metrics: Vec<MetricComparison>,
+    /// Distributions to overlay.
+    pub distributions: Vec<SideDistribution>,
+    /// A row per machine fingerprint.
+    pub machines: Vec<MachineRow>,
+}

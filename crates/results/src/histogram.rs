@@ -1,0 +1,114 @@
+//! A distribution kept whole in a result file: the HdrHistogram V2 compressed interchange
+//! format (DEFLATE), base64-encoded, as the Java, JS and Rust HdrHistogram libraries read it,
+//! with the unit its values are in. Encoded and decoded on the main thread.
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use xrunlab_engine::{Distribution, Scale};
+
+/// The `encoding` every [`EncodedHistogram`] names.
+pub const ENCODING: &str = "HdrHistogram V2 compressed, base64";
+
+/// Unit names of the two [`Scale`]s.
+pub const UNIT_PERCENT: &str = "percent";
+/// See [`UNIT_PERCENT`].
+pub const UNIT_MICROS: &str = "us";
+
+/// One histogram as interchange text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EncodedHistogram {
+    /// What one reported value is in: "percent" (of the buffer) or "us".
+    pub unit: String,
+    /// Histogram counts per reported unit: a value `v` was recorded as `round(v × this)`
+    /// (1000 for both units: 0.001 % and 1 ns steps).
+    pub units_per_value: f64,
+    /// Always [`ENCODING`].
+    pub encoding: String,
+    /// The histogram, V2 compressed then base64 (standard alphabet, padded).
+    pub data: String,
+}
+
+impl EncodedHistogram {
+    /// Encodes a distribution's histogram.
+    pub fn encode(d: &Distribution) -> EncodedHistogram {
+        Self::of(d.histogram(), d.scale())
+    }
+
+    /// Encodes a histogram recorded in `scale`'s units.
+    pub fn of(histogram: &Histogram<u64>, scale: Scale) -> EncodedHistogram {
+        let mut bytes = Vec::new();
+        // Serializing into a Vec cannot fail on I/O, and the histogram is a valid one.
+        V2DeflateSerializer::new()
+            .serialize(histogram, &mut bytes)
+            .expect("an in-memory histogram serializes");
+        EncodedHistogram {
+            unit: unit_of(scale).to_owned(),
+            units_per_value: scale.units_per_value(),
+            encoding: ENCODING.to_owned(),
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+
+    /// Decodes the histogram; `Err` says what is wrong with the text.
+    pub fn decode(&self) -> Result<Histogram<u64>, String> {
+        if self.encoding != ENCODING {
+            return Err(format!("encoding is {:?}, not {ENCODING:?}", self.encoding));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(self.data.trim())
+            .map_err(|e| format!("data is not base64: {e}"))?;
+        Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| format!("data is not an HdrHistogram V2 histogram: {e:?}"))
+    }
+
+    /// Decodes the histogram after checking that it is in `unit` with `scale`'s steps;
+    /// `Err` names what differs.
+    pub fn decode_as(&self, scale: Scale) -> Result<Histogram<u64>, String> {
+        let unit = unit_of(scale);
+        if self.unit != unit || self.units_per_value != scale.units_per_value() {
+            return Err(format!(
+                "histogram in {} × {} per value, expected {unit} × {}",
+                self.unit,
+                self.units_per_value,
+                scale.units_per_value()
+            ));
+        }
+        self.decode()
+    }
+}
+
+/// The unit name of a scale.
+pub fn unit_of(scale: Scale) -> &'static str {
+    match scale {
+        Scale::Percent => UNIT_PERCENT,
+        Scale::Micros => UNIT_MICROS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_counts_and_percentiles() {
+        let mut d = Distribution::new(Scale::Micros);
+        for i in 0..10_000u32 {
+            d.record(f64::from(i % 997) * 1.7 + 3.0);
+        }
+        let e = EncodedHistogram::encode(&d);
+        assert_eq!((e.unit.as_str(), e.units_per_value), ("us", 1000.0));
+        let h = e.decode_as(Scale::Micros).unwrap();
+        assert_eq!(h.len(), 10_000);
+        for q in [0.5, 0.99, 0.999, 1.0] {
+            assert_eq!(h.value_at_quantile(q), d.histogram().value_at_quantile(q));
+        }
+        let refused = e.decode_as(Scale::Percent).unwrap_err();
+        assert!(refused.contains("expected percent"), "{refused}");
+        let mut broken = e.clone();
+        broken.data.truncate(broken.data.len() / 2);
+        assert!(broken.decode().is_err());
+    }
+}

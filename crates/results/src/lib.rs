@@ -1,0 +1,17 @@
+//! xrunlab's result files as types that are written and read back with the same definition:
+//! the run result ([`run::RunResult`]) and the compare result ([`compare::CompareResult`]),
+//! each with one schema constant, their distributions as HdrHistogram interchange text
+//! ([`histogram::EncodedHistogram`]), reading that names the file and field of what is wrong
+//! ([`read::ReadError`]), and one atomic writer ([`write::write_atomically`]). Used by the main
+//! thread only.
+#![deny(missing_docs)]
+
+pub mod compare;
+pub mod histogram;
+pub mod read;
+pub mod run;
+pub mod write;
+
+pub use histogram::EncodedHistogram;
+pub use read::ReadError;
+pub use xrunlab_sys::{Fingerprint, Provenance};

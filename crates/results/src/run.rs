@@ -1,0 +1,120 @@
+//! The result file of `xrunlab run` (schema [`SCHEMA`]): provenance, machine fingerprint,
+//! settings, summary, the whole distributions, device counters and end reason, written by the
+//! binary's `run` and read back by `compare` and `report`. Built and read on the main thread.
+
+use crate::histogram::EncodedHistogram;
+use serde::{Deserialize, Serialize};
+use xrunlab_engine::{ChordInfo, DeviceInfo, EngineConfig, RunStats, Summary};
+use xrunlab_sys::{Fingerprint, Provenance};
+
+/// Version of this file's layout; bump on incompatible change.
+pub const SCHEMA: &str = "xrunlab.run/2";
+
+/// What the engine computed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    /// The DSP kernel's name.
+    pub kernel: String,
+    /// Sines played.
+    pub sines: usize,
+    /// Extra sines during a burst.
+    pub burst_sines: usize,
+    /// AudioPerfLab's chord, played once per physical core, and xrunlab's own extra copies.
+    pub chord: ChordInfo,
+}
+
+/// The device's own counters at the end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceCounters {
+    /// Xruns the server reported.
+    pub server_xruns: u64,
+    /// Periods the device skipped after late renders.
+    pub skipped_periods: u64,
+    /// The server's own DSP load (percent, smoothed by the server) at the end.
+    pub server_dsp_load_pct: Option<f32>,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndOfRun {
+    /// Why the run ended (for a checkpoint: that the run was still going).
+    pub reason: String,
+    /// False when the run ended through a failure.
+    pub ok: bool,
+    /// True while the file is a checkpoint of a run that had not ended when it was written.
+    pub checkpoint: bool,
+}
+
+/// Something scripted that happened during the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Seconds since the run started.
+    pub t_s: f64,
+    /// What was injected, e.g. "burst".
+    pub kind: String,
+}
+
+/// The run's distributions kept whole, per buffer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunHistograms {
+    /// Render load in percent of the buffer.
+    pub load_pct: EncodedHistogram,
+    /// Driver wake-up latency, microseconds.
+    pub driver_wake_latency_us: EncodedHistogram,
+    /// Worker wake-up latency over all workers, microseconds.
+    pub worker_wake_latency_us: EncodedHistogram,
+}
+
+impl RunHistograms {
+    /// The histograms of `stats` so far.
+    pub fn of(stats: &RunStats) -> RunHistograms {
+        RunHistograms {
+            load_pct: EncodedHistogram::encode(stats.load_pct()),
+            driver_wake_latency_us: EncodedHistogram::encode(stats.driver_wake_latency_us()),
+            worker_wake_latency_us: EncodedHistogram::encode(stats.worker_wake_latency_us()),
+        }
+    }
+}
+
+/// A run's result. `D` holds the sections only the writer and the report page read in full
+/// (scheduling, system, `--explain`, `--trace`): the binary writes its own type there;
+/// readers use [`RunFile`], which skips them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult<D> {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// Where the result came from.
+    pub provenance: Provenance,
+    /// What the machine was set up like.
+    pub fingerprint: Fingerprint,
+    /// The preset the settings started from.
+    pub preset: String,
+    /// The engine's settings.
+    pub config: EngineConfig,
+    /// The device as it ran.
+    pub device: DeviceInfo,
+    /// What was computed.
+    pub workload: Workload,
+    /// The figures.
+    pub summary: Summary,
+    /// The distributions behind the summary's percentiles.
+    pub histograms: RunHistograms,
+    /// The device's counters.
+    pub device_counters: DeviceCounters,
+    /// Records lost because a ring was full.
+    pub ring_drops: u64,
+    /// Scripted events.
+    pub events: Vec<Event>,
+    /// How the run ended.
+    pub end: EndOfRun,
+    /// The writer's further sections.
+    #[serde(flatten)]
+    pub details: D,
+}
+
+/// A run result as read back: the further sections are skipped.
+pub type RunFile = RunResult<Skipped>;
+
+/// Sections a reader does not look at; they may hold anything.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub struct Skipped {}

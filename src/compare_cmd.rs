@@ -1,0 +1,85 @@
+//! `xrunlab compare`: reads run results on two sides as types (a bad file is a usage error
+//! naming the file and field), compares them (xrunlab-compare), prints the table, writes the
+//! compare result, and gates with --fail-if-worse; runs on the main thread.
+
+use crate::cli::CompareArgs;
+use crate::Failure;
+use std::path::PathBuf;
+use xrunlab_compare::{compare, CompareError, Options};
+use xrunlab_results::compare::{CompareResult, Verdict};
+use xrunlab_results::read::read_typed;
+use xrunlab_results::run::{RunFile, SCHEMA};
+
+/// Reads each file as a run result.
+fn read_side(files: &[PathBuf]) -> Result<Vec<(PathBuf, RunFile)>, Failure> {
+    files
+        .iter()
+        .map(|p| {
+            read_typed::<RunFile>(p, SCHEMA)
+                .map(|r| (p.clone(), r))
+                .map_err(|e| Failure::Usage(e.to_string()))
+        })
+        .collect()
+}
+
+/// The metrics worse by more than `pct` percent with the chosen confidence: the whole interval
+/// lies above `pct`.
+pub fn worse_beyond(result: &CompareResult, pct: f64) -> Vec<String> {
+    result
+        .metrics
+        .iter()
+        .filter(|m| m.verdict == Verdict::Worse)
+        .filter(|m| m.interval_pct.is_some_and(|[lo, _]| lo > pct))
+        .map(|m| m.metric.clone())
+        .collect()
+}
+
+pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
+    if let Some(pct) = args.fail_if_worse {
+        if !pct.is_finite() || pct < 0.0 {
+            return Err(Failure::Usage(format!(
+                "invalid --fail-if-worse: {pct} (allowed: a percentage of 0 or more)"
+            )));
+        }
+    }
+    if let Some(p) = &args.json {
+        crate::files::check_writable("--json", p)?;
+    }
+    let a = read_side(&args.files)?;
+    let b = read_side(&args.vs)?;
+    let provenance = xrunlab_sys::Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    );
+    let result =
+        compare(&a, &b, Options { force: args.force }, provenance).map_err(|e| match e {
+            CompareError::Read(_) | CompareError::Workload(_) | CompareError::EmptySide(_) => {
+                Failure::Usage(e.to_string())
+            }
+        })?;
+    finish(&result, args.json.as_deref(), args.fail_if_worse)
+}
+
+/// Prints the table, writes the JSON and applies the gate: shared with `ab`.
+pub fn finish(
+    result: &CompareResult,
+    json: Option<&std::path::Path>,
+    fail_if_worse: Option<f64>,
+) -> Result<(), Failure> {
+    print!("{}", crate::compare_text::render(result));
+    if let Some(p) = json {
+        xrunlab_results::write::write_json(p, result).map_err(Failure::Runtime)?;
+    }
+    if let Some(pct) = fail_if_worse {
+        let worse = worse_beyond(result, pct);
+        if !worse.is_empty() {
+            return Err(Failure::Runtime(format!(
+                "B is worse than A by more than {pct} % at {:.0} % confidence: {}",
+                result.confidence * 100.0,
+                worse.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
