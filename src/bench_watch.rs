@@ -6,6 +6,7 @@ use crate::cli::{WatchBenchArgs, WatchServer};
 use crate::watch_source::pipewire_answers;
 use crate::Failure;
 use serde_json::Value;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -20,8 +21,9 @@ struct Figures {
     delay_max_ms: f64,
     lost: u64,
     kernel_note: String,
-    /// The culprit's own load (its render time / period) p50 and p99, %: watch's effect on it.
-    culprit_load: (f64, f64),
+    /// A well-behaved client's load (its render time / period) p50 and p99, %: watch's effect
+    /// on the graph.
+    bystander_load: (f64, f64),
 }
 
 /// CPU time of a finished child, from wait4's resource usage: seconds.
@@ -55,39 +57,41 @@ fn one_mode(
         dir.path().join("w.json"),
     );
     let secs = args.duration.as_secs_f64();
-    // The culprit starts first and outlives the watch by a second on each side.
-    let mut culprit = if pipewire {
-        Command::new("pw-jack")
-    } else {
-        Command::new(&exe)
+    let bystander_json = dir.path().join("bystander.json");
+    // An xrunlab JACK client (under pw-jack on PipeWire) for as long as the watch and a second
+    // on each side.
+    let client = |name: &str, json: &Path| {
+        let mut c = if pipewire {
+            Command::new("pw-jack")
+        } else {
+            Command::new(&exe)
+        };
+        if pipewire {
+            c.arg(&exe);
+        }
+        c.args(["run", "--device", "jack", "--jack-client", name])
+            .args(["--sines", "50", "-q", "--duration"])
+            .arg(format!("{}ms", (secs * 1000.0) as u64 + 3000))
+            .arg("--json")
+            .arg(json)
+            .stdout(Stdio::null());
+        if let (false, Some(s)) = (pipewire, &args.jack_server) {
+            c.args(["--jack-server", s]);
+        }
+        c
     };
-    if pipewire {
-        culprit.arg(&exe);
-    }
+    // The culprit stalls on purpose; the bystander does not, and its load shows what watching
+    // costs the graph.
+    let mut culprit = client("bench-culprit", &run_json);
     culprit
-        .args([
-            "run",
-            "--device",
-            "jack",
-            "--jack-client",
-            "bench-culprit",
-            "--sines",
-            "50",
-            "-q",
-        ])
         .args(["--stall", "12ms", "--stall-every"])
-        .arg(format!("{}ms", args.stall_every.as_millis()))
-        .arg("--duration")
-        .arg(format!("{}ms", (secs * 1000.0) as u64 + 3000))
-        .arg("--json")
-        .arg(&run_json)
-        .stdout(Stdio::null());
-    if let (false, Some(s)) = (pipewire, &args.jack_server) {
-        culprit.args(["--jack-server", s]);
-    }
+        .arg(format!("{}ms", args.stall_every.as_millis()));
     let mut culprit = culprit
         .spawn()
         .map_err(|e| Failure::Runtime(format!("the culprit: {e}")))?;
+    let mut bystander = client("bench-bystander", &bystander_json)
+        .spawn()
+        .map_err(|e| Failure::Runtime(format!("the bystander: {e}")))?;
     std::thread::sleep(Duration::from_secs(1));
     let mut watch = Command::new(&exe);
     watch
@@ -123,6 +127,7 @@ fn one_mode(
         (0.0, 0)
     };
     let _ = culprit.wait();
+    let _ = bystander.wait();
     if status != 0 {
         return Err(Failure::Runtime(format!(
             "watch failed (wait status {status})"
@@ -139,6 +144,8 @@ fn one_mode(
         serde_json::from_str(&read(&json)?).map_err(|e| Failure::Runtime(e.to_string()))?;
     let run: Value =
         serde_json::from_str(&read(&run_json)?).map_err(|e| Failure::Runtime(e.to_string()))?;
+    let bystander: Value = serde_json::from_str(&read(&bystander_json)?)
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
     // The stalls that fell inside the watch: it started about 1 s into the culprit's run.
     let induced = run["events"]
         .as_array()
@@ -189,11 +196,11 @@ fn one_mode(
             .as_str()
             .unwrap_or("")
             .to_owned(),
-        culprit_load: (
-            run["summary"]["load_pct"]["p50"]
+        bystander_load: (
+            bystander["summary"]["load_pct"]["p50"]
                 .as_f64()
                 .unwrap_or(f64::NAN),
-            run["summary"]["load_pct"]["p99"]
+            bystander["summary"]["load_pct"]["p99"]
                 .as_f64()
                 .unwrap_or(f64::NAN),
         ),
@@ -214,7 +221,7 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
         humantime::format_duration(args.stall_every)
     );
     println!(
-        "{:<22} {:>7} {:>8} {:>6} {:>8} {:>10} {:>10} {:>5}  culprit load p50/p99",
+        "{:<22} {:>7} {:>8} {:>6} {:>8} {:>10} {:>10} {:>5}  bystander load p50/p99",
         "mode", "CPU %", "induced", "cards", "named %", "delay p50", "delay max", "lost"
     );
     for (watching, kernel) in [(false, false), (true, false), (true, true)] {
@@ -224,19 +231,25 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
         } else {
             f.named as f64 * 100.0 / f.cards as f64
         };
-        println!(
-            "{:<22} {:>7.2} {:>8} {:>6} {:>8.1} {:>8.0}ms {:>8.0}ms {:>5}  {:.2}/{:.2} %",
-            f.mode,
-            f.cpu_pct,
-            f.induced,
-            f.cards,
-            named_pct,
-            f.delay_p50_ms,
-            f.delay_max_ms,
-            f.lost,
-            f.culprit_load.0,
-            f.culprit_load.1
-        );
+        let load = format!("{:.2}/{:.2} %", f.bystander_load.0, f.bystander_load.1);
+        if watching {
+            println!(
+                "{:<22} {:>7.2} {:>8} {:>6} {:>8.1} {:>8.0}ms {:>8.0}ms {:>5}  {load}",
+                f.mode,
+                f.cpu_pct,
+                f.induced,
+                f.cards,
+                named_pct,
+                f.delay_p50_ms,
+                f.delay_max_ms,
+                f.lost,
+            );
+        } else {
+            println!(
+                "{:<22} {:>7} {:>8} {:>6} {:>8} {:>10} {:>10} {:>5}  {load}",
+                f.mode, "-", f.induced, "-", "-", "-", "-", "-"
+            );
+        }
         if kernel && f.kernel_note != "recorded" {
             println!("  kernel events were not recorded: {}", f.kernel_note);
         }
@@ -244,9 +257,10 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
     println!(
         "CPU %: watch's own user+system time over the watch, of one CPU. induced: the culprit's \
          stalls inside the watch; cards: xruns reported; named: cards naming the culprit. delay: \
-         from the xrun's deadline to its card. culprit load: the stalling client's render time \
-         per period (its BUSY), with watch and not watched: watch's effect on the graph (one run \
-         each, so within this machine's 10-20 % run-to-run noise it shows nothing)."
+         from the xrun's deadline to its card. bystander load: a second client's render \
+         time per period (its BUSY), which does not stall, not watched and watched: watch's \
+         effect on the graph (one run each: a difference within this machine's 10-20 % \
+         run-to-run noise shows nothing)."
     );
     Ok(())
 }
