@@ -162,6 +162,8 @@ fn explain_as_nobody_with_cap_perfmon_alone_once_tracefs_has_its_group() {
 fn doctors_setcap_fix_lets_nobody_trace_without_ambient_capabilities() {
     let _turn = root_turn();
     let copy = copy_for_nobody("nobody-setcap");
+    // A binary that reads every file must not outlive the test, even a failed one.
+    let _remove = RemoveOnDrop(copy.parent().unwrap().to_path_buf());
     let ok = Command::new("setcap")
         .args(["cap_perfmon,cap_dac_read_search+ep", copy.to_str().unwrap()])
         .status()
@@ -169,6 +171,15 @@ fn doctors_setcap_fix_lets_nobody_trace_without_ambient_capabilities() {
         .success();
     assert!(ok, "setcap on {}", copy.display());
     explain_records_events(as_nobody(&copy, &[]), "nobody-setcap-run");
+}
+
+/// Removes a directory when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// `doctor --json -` run through `command`: its trace.user finding.
