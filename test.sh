@@ -37,6 +37,11 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --locked
+# The race checker: loom explores the render cycle's driver/worker hand-off (rt/loom_model.rs,
+# the futex model in rt/sync.rs) over every interleaving with at most 2 preemptions per
+# schedule (about 75 s on a 2-core VM). Its own target dir: --cfg loom rebuilds every crate.
+LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p xrunlab-engine --release --lib --locked loom
 
 # The JACK and watch tests drive a real late client (crates/jack-testkit); cargo builds a
 # package's binaries only for that package's tests, so build it first.

@@ -13,13 +13,13 @@ const HOG_NS: u64 = 20_000_000;
 
 /// Fails loudly without root, then takes the CPUs alone: these tests hog or pin CPU 1, and
 /// another test's real-time threads there would be named in the cards.
-fn root_turn() -> std::sync::RwLockWriteGuard<'static, ()> {
+pub(crate) fn root_turn() -> std::sync::RwLockWriteGuard<'static, ()> {
     require_root();
     cpus_alone()
 }
 
 /// Fails loudly when the tracer did not run: these tests are about its cards.
-fn require_tracer(r: &Value) {
+pub(crate) fn require_tracer(r: &Value) {
     assert_eq!(
         r["explain"]["available"], true,
         "kernel tracing must work here (root, tracefs, perf tracepoints): {}",
@@ -48,9 +48,17 @@ fn dropouts(r: &Value) -> &Vec<Value> {
 fn an_rt_hog_on_the_audio_cpu_is_named_as_the_main_culprit() {
     let _turn = root_turn();
     let dir = scratch("explain-hog");
+    hog_is_named(&dir, spawn_run);
+}
+
+/// Runs `run --explain` through `spawn` (which prepends `run --quiet` and whatever starts
+/// it, e.g. a drop to another user) with one audio thread on CPU 1 while four RT hogs take
+/// that CPU, and checks that the cards and the culprit table name the hogs. The caller holds
+/// the root turn; `dir` must be writable by the run.
+pub(crate) fn hog_is_named(dir: &Path, spawn: impl FnOnce(&[&str]) -> std::process::Child) {
     let j = dir.join("r.json");
-    // One audio thread pinned to CPU 1 (SCHED_FIFO 70): the hog cannot be dodged.
-    let child = spawn_run(&[
+    // One audio thread pinned to CPU 1 (SCHED_FIFO 70 when allowed): the hog cannot be dodged.
+    let child = spawn(&[
         "--explain",
         "--cpus",
         "1",

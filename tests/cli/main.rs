@@ -8,6 +8,7 @@ mod errors;
 mod explain;
 mod lab;
 mod lost;
+mod privileges;
 mod render;
 mod run;
 mod soak;

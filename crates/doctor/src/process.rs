@@ -4,6 +4,10 @@
 
 use crate::roots::{read, Roots};
 
+/// CAP_DAC_OVERRIDE: read, write and search any file.
+pub const CAP_DAC_OVERRIDE: u32 = 1;
+/// CAP_DAC_READ_SEARCH: read any file and search any directory.
+pub const CAP_DAC_READ_SEARCH: u32 = 2;
 /// CAP_IPC_LOCK: lock memory regardless of RLIMIT_MEMLOCK.
 pub const CAP_IPC_LOCK: u32 = 14;
 /// CAP_SYS_ADMIN.
@@ -18,6 +22,8 @@ pub const CAP_PERFMON: u32 = 38;
 pub struct ProcessStatus {
     /// Effective uid.
     pub uid: u32,
+    /// Effective gid (also in `gids`).
+    pub gid: u32,
     /// Supplementary group ids plus the effective gid.
     pub gids: Vec<u32>,
     /// Effective capability mask.
@@ -50,7 +56,12 @@ impl ProcessStatus {
         let cap_eff = field("CapEff")
             .and_then(|v| u64::from_str_radix(v, 16).ok())
             .ok_or_else(|| bad("CapEff"))?;
-        Ok(ProcessStatus { uid, gids, cap_eff })
+        Ok(ProcessStatus {
+            uid,
+            gid,
+            gids,
+            cap_eff,
+        })
     }
 
     /// Whether the effective capability set holds capability number `cap`.

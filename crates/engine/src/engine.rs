@@ -304,9 +304,7 @@ impl Engine {
     fn stop_audio(&mut self) {
         self.device.stop();
         if let Some(audio) = self.audio.take() {
-            audio.shared.stop.store(true, Ordering::Release);
-            audio.shared.generation.fetch_add(1, Ordering::Release);
-            crate::rt::futex::wake_all(&audio.shared.generation);
+            audio.shared.stop_workers();
             for w in audio.workers {
                 let _ = w.join();
             }

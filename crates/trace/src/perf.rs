@@ -48,7 +48,10 @@ fn refused(spec: &EventSpec, cpu: usize, e: &io::Error, proc_root: &Path) -> Tra
     if (errno == libc::EACCES || errno == libc::EPERM) && euid() != 0 {
         return TraceUnavailable::NotRoot {
             euid: euid(),
-            needed_for: format!("system-wide perf tracepoints ({event})"),
+            needed_for: format!(
+                "system-wide perf tracepoints ({event}) (or CAP_PERFMON, or \
+                 kernel.perf_event_paranoid=-1)"
+            ),
         };
     }
     let paranoid = perf_paranoid(proc_root)

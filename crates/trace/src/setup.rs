@@ -61,7 +61,7 @@ impl fmt::Display for TraceUnavailable {
             TraceUnavailable::NotRoot { euid, needed_for } => write!(
                 f,
                 "kernel tracing needs root for {needed_for} (running as uid {euid}); \
-                 run as root or without --explain"
+                 `xrunlab doctor` names the least privilege that does, or run without --explain"
             ),
             TraceUnavailable::NoTracefs { reason } => {
                 write!(f, "kernel tracing unavailable: {reason}")
@@ -161,7 +161,9 @@ pub fn prepare(roots: &Roots, opt_in: bool) -> Result<Prepared, TraceUnavailable
                 if path.exists() && euid() != 0 {
                     return Err(TraceUnavailable::NotRoot {
                         euid: euid(),
-                        needed_for: "reading tracefs event formats".to_owned(),
+                        needed_for: "reading tracefs event formats (or CAP_DAC_READ_SEARCH, \
+                                     or tracefs mounted with one of this user's groups)"
+                            .to_owned(),
                     });
                 }
                 return Err(TraceUnavailable::MissingEvent {
@@ -216,7 +218,7 @@ fn locate_tracefs(roots: &Roots) -> Result<(PathBuf, bool), TraceUnavailable> {
         };
     }
     let mounts = std::fs::read_to_string(roots.proc_root.join("mounts")).unwrap_or_default();
-    if let Some(dir) = mounts
+    let mounted: Vec<PathBuf> = mounts
         .lines()
         .filter_map(|l| {
             let mut it = l.split_whitespace();
@@ -224,9 +226,24 @@ fn locate_tracefs(roots: &Roots) -> Result<(PathBuf, bool), TraceUnavailable> {
             let dir = it.next()?;
             (it.next()? == "tracefs").then(|| PathBuf::from(dir))
         })
-        .find(|d| is_tracefs(d))
+        .collect();
+    if let Some(dir) = mounted.iter().find(|d| is_tracefs(d)) {
+        return Ok((dir.clone(), false));
+    }
+    // Mounted, but its root is closed to this user (the kernel makes it 0700 root): say so
+    // rather than try to mount it again.
+    if let Some(dir) = mounted
+        .iter()
+        .find(|d| std::fs::read_dir(d).is_err_and(|e| e.kind() == io::ErrorKind::PermissionDenied))
     {
-        return Ok((dir, false));
+        return Err(TraceUnavailable::NotRoot {
+            euid: euid(),
+            needed_for: format!(
+                "reading tracefs at {} (or CAP_DAC_READ_SEARCH, or tracefs mounted with one \
+                 of this user's groups)",
+                dir.display()
+            ),
+        });
     }
     let target = roots.sys_root.join("kernel/tracing");
     if is_tracefs(&target) {
@@ -254,7 +271,10 @@ fn locate_tracefs(roots: &Roots) -> Result<(PathBuf, bool), TraceUnavailable> {
     if euid() != 0 {
         return Err(TraceUnavailable::NotRoot {
             euid: euid(),
-            needed_for: format!("mounting tracefs at {}", target.display()),
+            needed_for: format!(
+                "mounting tracefs at {} (or CAP_SYS_ADMIN)",
+                target.display()
+            ),
         });
     }
     mount_tracefs(&target).map_err(|e| TraceUnavailable::NoTracefs {

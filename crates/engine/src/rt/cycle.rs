@@ -23,7 +23,9 @@
 //! 5. The driver's wait is bounded (see `driver.rs`). When workers have not
 //!    finished by the bound, the driver closes the cycle (`next_chunk` jumps
 //!    to [`CLOSED`], so no further chunk can be claimed) and mixes only the
-//!    slots whose `done` holds this generation. A slot that is not done is
+//!    slots whose `done` holds this generation and that its wait did not
+//!    name (one that finished since is left out too, as its record says). A
+//!    slot that is not done is
 //!    never read: its worker may still be writing it, and a chunk of partials
 //!    it claimed. By step 1 the cycle is not over, so until the late worker
 //!    finishes the driver publishes nothing and touches no partial, target,
@@ -35,8 +37,8 @@
 
 use super::clock::{current_cpu, now_ns, sleep_until, thread_cpu_ns};
 use super::records::ThreadRecord;
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use super::sync::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, FutexWord, UnsafeCell};
+use std::sync::atomic::Ordering;
 use xrunlab_dsp::{Chord, Kernel, PartialBank, PartialsMut};
 
 /// One thread's private stereo accumulation buffer.
@@ -80,11 +82,11 @@ struct BankPtrs {
 
 pub(crate) struct CycleShared {
     /// Futex word: bumped to start a cycle or to stop.
-    pub generation: AtomicU32,
+    pub generation: FutexWord,
     /// Futex word the driver sleeps on: workers that have not yet left their
     /// cycle (protocol step 4; it decides who wakes the driver, not who may
     /// touch what).
-    pub remaining: AtomicU32,
+    pub remaining: FutexWord,
     pub next_chunk: AtomicUsize,
     pub stop: AtomicBool,
     pub seq: AtomicU64,
@@ -159,8 +161,8 @@ impl CycleShared {
             })
             .collect();
         Self {
-            generation: AtomicU32::new(0),
-            remaining: AtomicU32::new(0),
+            generation: FutexWord::new(0),
+            remaining: FutexWord::new(0),
             next_chunk: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             seq: AtomicU64::new(0),
@@ -237,14 +239,16 @@ impl CycleShared {
             return Work::default();
         };
         let frames = self.frames.load(Ordering::Relaxed);
+        let (left, right) = (s.left.get_mut(), s.right.get_mut());
         // SAFETY: the slot is exclusively this thread's during the cycle (caller's contract).
-        let (left, right) = unsafe { (&mut *s.left.get(), &mut *s.right.get()) };
+        let (left, right) = unsafe { (left.deref(), right.deref()) };
         let frames = frames.min(left.len());
         let (left, right) = (&mut left[..frames], &mut right[..frames]);
         left.fill(0.0);
         right.fill(0.0);
+        let extra = s.extra.get_mut();
         // SAFETY: as the slot's buffers above: this thread's alone during the cycle.
-        let extra = unsafe { &mut *s.extra.get() };
+        let extra = unsafe { extra.deref() };
         let limit = self.render_limit.load(Ordering::Relaxed).min(self.bank.len);
         let active = self.active.load(Ordering::Relaxed);
         let chunk = self.chunk_size.load(Ordering::Relaxed).max(1);
@@ -345,6 +349,83 @@ impl CycleShared {
         self.hang_ns.store(ns, Ordering::Relaxed);
     }
 
+    /// Publishes the next cycle to `workers` workers and wakes them (protocol
+    /// step 2); returns its generation.
+    ///
+    /// Driver only, between cycles, after it stored the cycle's parameters
+    /// (Relaxed: the Release bump of `generation` publishes them).
+    pub(crate) fn publish(&self, workers: u32) -> u32 {
+        self.next_chunk.store(0, Ordering::Relaxed);
+        // Added, not stored: a late worker may still owe its decrement (protocol step 4).
+        self.remaining.fetch_add(workers, Ordering::Relaxed);
+        let generation = self
+            .generation
+            .fetch_add(1, Ordering::Release)
+            .wrapping_add(1);
+        if workers > 0 {
+            self.generation.wake_all();
+        }
+        generation
+    }
+
+    /// Worker: sleeps until a generation other than `seen` is published
+    /// (a cycle, or the stop of protocol step 6) and returns it.
+    #[inline]
+    pub(crate) fn wait_for_cycle(&self, seen: u32) -> u32 {
+        loop {
+            let generation = self.generation.load(Ordering::Acquire);
+            if generation != seen {
+                return generation;
+            }
+            self.generation.wait(seen);
+        }
+    }
+
+    /// Control thread, after the device stopped calling the driver: tells
+    /// every worker to leave (protocol step 6), whether it sleeps or is still
+    /// in a cycle.
+    pub(crate) fn stop_workers(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::Release);
+        self.generation.wake_all();
+    }
+
+    /// Driver: waits until the worker slots `first..first + count` finished
+    /// cycle `generation` or the clock `now` reaches `limit_ns`; returns the
+    /// mask of workers that had not (0 when all did, as [`Self::unfinished`]).
+    /// Spins for `spin_ns` first, then sleeps on `remaining` with a timeout,
+    /// so the wait never outlasts the limit by more than a wake-up.
+    pub(crate) fn wait_for_workers(
+        &self,
+        first: usize,
+        count: usize,
+        generation: u32,
+        spin_ns: u64,
+        limit_ns: u64,
+        now: impl Fn() -> u64,
+    ) -> u64 {
+        let spin_until_ns = now().saturating_add(spin_ns);
+        loop {
+            // Read the futex word before checking the slots: a worker stores
+            // `done` before it decrements, so if the check misses its `done`, the
+            // value read here predates its decrement and the futex returns at once.
+            let r = self.remaining.load(Ordering::Acquire);
+            let unfinished = self.unfinished(first, count, generation);
+            if unfinished == 0 {
+                return 0;
+            }
+            let t = now();
+            if t >= limit_ns {
+                return unfinished;
+            }
+            if t < spin_until_ns {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.remaining.wait_timeout(r, limit_ns - t);
+        }
+    }
+
     /// Marks `slot` finished with cycle `generation` and leaves the cycle
     /// (protocol step 4); the last thread out wakes the driver. After this
     /// call the caller must not touch the slot or any partial until the next
@@ -355,7 +436,7 @@ impl CycleShared {
             s.done.store(generation, Ordering::Release);
         }
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            super::futex::wake_all(&self.remaining);
+            self.remaining.wake_all();
         }
     }
 
@@ -393,24 +474,42 @@ impl CycleShared {
     }
 
     /// Adds the first `frames` frames of every slot that finished cycle
-    /// `generation` into `out_l` / `out_r` (which are overwritten); slots that
-    /// did not finish are left alone (protocol step 5).
+    /// `generation` into `out_l` / `out_r` (which are overwritten), except the
+    /// worker slots named in `left_out` (bit `i` = slot `first_worker + i`,
+    /// the mask the driver's wait returned). Slots that did not finish are
+    /// left alone (protocol step 5); a worker that finished after the wait
+    /// gave up on it is left out too, so the buffer's record, which names it,
+    /// says what the mix holds (the loom model found the mismatch).
     ///
     /// # Safety
     /// Driver only, after publishing cycle `generation` and ending its wait.
-    pub(crate) unsafe fn mix(&self, generation: u32, out_l: &mut [f32], out_r: &mut [f32]) {
+    pub(crate) unsafe fn mix(
+        &self,
+        generation: u32,
+        first_worker: usize,
+        left_out: u64,
+        out_l: &mut [f32],
+        out_r: &mut [f32],
+    ) {
         out_l.fill(0.0);
         out_r.fill(0.0);
-        for s in self.slots.iter() {
+        for (i, s) in self.slots.iter().enumerate() {
+            let named = i
+                .checked_sub(first_worker)
+                .is_some_and(|w| w < 64 && left_out & (1 << w) != 0);
+            if named {
+                continue;
+            }
             // Acquire: pairs with the Release store in `finish`, so everything
             // that thread wrote to its slot in this cycle is visible.
             if s.done.load(Ordering::Acquire) != generation {
                 continue;
             }
+            let (l, r) = (s.left.get(), s.right.get());
             // SAFETY: the slot's thread finished this cycle (checked just
             // above) and writes it again only in a later cycle, which the
             // caller publishes after this call (protocol steps 4 and 5).
-            let (l, r) = unsafe { (&*s.left.get(), &*s.right.get()) };
+            let (l, r) = unsafe { (l.deref(), r.deref()) };
             for (o, v) in out_l.iter_mut().zip(l.iter()) {
                 *o += *v;
             }
@@ -418,6 +517,15 @@ impl CycleShared {
                 *o += *v;
             }
         }
+    }
+}
+
+#[cfg(all(test, loom))]
+impl CycleShared {
+    /// The partials' phases (the model checks that each cycle advanced each
+    /// rendered partial exactly once). Between cycles only (protocol step 1).
+    pub(crate) fn phases(&self) -> &[u32] {
+        &self._bank_owner.phase
     }
 }
 

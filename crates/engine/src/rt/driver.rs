@@ -4,7 +4,6 @@ use super::alloc_probe::RtSection;
 use super::clock::{current_cpu, now_ns, spin_until, thread_cpu_ns};
 use super::controls::LiveControls;
 use super::cycle::{work_and_record, CycleShared};
-use super::futex;
 use super::records::{BufferRecord, RecordTx, ThreadRecord};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -179,13 +178,13 @@ impl Renderer {
             // No deadline to keep (offline): a complete render matters more
             // than speed, so wait for the late worker, bounded as ever.
             let limit = wait_limit(cycle.deadline_ns, now_ns(), buffer_ns as u64);
-            stuck = wait_for_workers(
-                s,
+            stuck = s.wait_for_workers(
                 first_worker,
                 workers,
                 self.generation,
                 c.driver_spin_ns,
                 limit,
+                now_ns,
             );
         }
         let mut injected_hang_worker = 0u32;
@@ -231,13 +230,7 @@ impl Renderer {
             s.pad_until_ns.store(pad_until, Ordering::Relaxed);
             // SAFETY: driver thread, between cycles (as above).
             unsafe { s.set_hang(hang) };
-            s.next_chunk.store(0, Ordering::Relaxed);
-            // Added, not stored: a late worker may still owe its decrement (protocol step 4).
-            s.remaining.fetch_add(self.workers, Ordering::Relaxed);
-            self.generation = s.generation.fetch_add(1, Ordering::Release).wrapping_add(1);
-            if self.workers > 0 {
-                futex::wake_all(&s.generation);
-            }
+            self.generation = s.publish(self.workers);
             let generation = self.generation;
             let published_ns = now_ns();
 
@@ -247,13 +240,13 @@ impl Renderer {
                 s.finish_driver_slot(slot, generation);
             }
             let limit = wait_limit(cycle.deadline_ns, published_ns, buffer_ns as u64);
-            let unfinished = wait_for_workers(
-                s,
+            let unfinished = s.wait_for_workers(
                 first_worker,
                 workers,
                 generation,
                 c.driver_spin_ns,
                 limit,
+                now_ns,
             );
             if unfinished != 0 {
                 // Give up on them: nobody may claim another chunk of this cycle.
@@ -261,7 +254,15 @@ impl Renderer {
             }
             // SAFETY: the cycle `generation` was published by this thread and
             // its wait is over; mix reads only the slots that finished it.
-            unsafe { s.mix(generation, &mut out_l[..frames], &mut out_r[..frames]) };
+            unsafe {
+                s.mix(
+                    generation,
+                    first_worker,
+                    unfinished,
+                    &mut out_l[..frames],
+                    &mut out_r[..frames],
+                )
+            };
             out_l[frames..].fill(0.0);
             out_r[frames..].fill(0.0);
             (active, unfinished)
@@ -322,38 +323,4 @@ fn wait_limit(deadline_ns: u64, published_ns: u64, buffer_ns: u64) -> u64 {
     deadline_ns
         .max(published_ns)
         .saturating_add(buffer_ns.max(MIN_WAIT_MARGIN_NS))
-}
-
-/// Waits until every worker finished cycle `generation` or `limit_ns` passes;
-/// returns the mask of workers that had not finished (0 when all did).
-/// Spins for `spin_ns` first, then sleeps on the futex with a timeout, so the
-/// wait never outlasts the limit by more than a wake-up.
-fn wait_for_workers(
-    s: &CycleShared,
-    first_worker: usize,
-    workers: usize,
-    generation: u32,
-    spin_ns: u64,
-    limit_ns: u64,
-) -> u64 {
-    let spin_until_ns = now_ns().saturating_add(spin_ns);
-    loop {
-        // Read the futex word before checking the slots: a worker stores
-        // `done` before it decrements, so if the check misses its `done`, the
-        // value read here predates its decrement and the futex returns at once.
-        let r = s.remaining.load(Ordering::Acquire);
-        let unfinished = s.unfinished(first_worker, workers, generation);
-        if unfinished == 0 {
-            return 0;
-        }
-        let now = now_ns();
-        if now >= limit_ns {
-            return unfinished;
-        }
-        if now < spin_until_ns {
-            std::hint::spin_loop();
-            continue;
-        }
-        futex::wait_timeout(&s.remaining, r, limit_ns - now);
-    }
 }

@@ -31,4 +31,8 @@ pub(crate) mod cycle;
 pub(crate) mod driver;
 pub mod futex;
 pub mod records;
+pub(crate) mod sync;
 pub(crate) mod worker;
+
+#[cfg(all(test, loom))]
+mod loom_model;

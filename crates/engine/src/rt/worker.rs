@@ -3,7 +3,6 @@
 use super::alloc_probe::RtSection;
 use super::clock::{now_ns, spin_until};
 use super::cycle::{work_and_record, CycleShared};
-use super::futex;
 use super::records::{RecordTx, ThreadRecord};
 use std::sync::atomic::Ordering;
 
@@ -19,13 +18,7 @@ pub(crate) fn run(
     mut seen: u32,
 ) {
     loop {
-        let generation = loop {
-            let g = shared.generation.load(Ordering::Acquire);
-            if g != seen {
-                break g;
-            }
-            futex::wait(&shared.generation, seen);
-        };
+        let generation = shared.wait_for_cycle(seen);
         seen = generation;
         if shared.stop.load(Ordering::Acquire) {
             return;
