@@ -7,7 +7,7 @@ use crate::cli::{WatchArgs, WatchServer};
 use crate::csv_out::partial_path;
 use crate::files;
 use crate::signals::StopSignals;
-use crate::watch_source::{self, Source, SourceEvent};
+use crate::watch_source::{self, JackChain, Source, SourceEvent};
 use crate::watch_view::{LiveView, Screen};
 use crate::Failure;
 use serde::Serialize;
@@ -44,6 +44,9 @@ const AWAKE_HISTORY: usize = 32;
 const JACK_SAMPLE: Duration = Duration::from_millis(250);
 /// The most of the wake chain read per sample, ns (what the tracer still holds).
 const JACK_SAMPLE_SPAN_NS: u64 = 400_000_000;
+/// How long the JACK server's and clients' threads, read from /proc, are used before being
+/// read again (a graph change is seen within this).
+const JACK_CHAIN_REFRESH: Duration = Duration::from_secs(3);
 /// How often --json is rewritten while watching, so a killed watch leaves a recent summary.
 const CHECKPOINT: Duration = Duration::from_secs(10);
 
@@ -230,6 +233,8 @@ struct State {
     /// JACK: the wake chain was read up to here (the start of the last cycle not yet taken), ns.
     jack_observed_until: u64,
     jack_sampled: Instant,
+    /// JACK: the server's and clients' threads, and when they were read.
+    jack_chain: Option<(JackChain, Instant)>,
     gaps: u64,
 }
 
@@ -420,6 +425,7 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         started_ns: now_ns(),
         jack_observed_until: 0,
         jack_sampled: Instant::now(),
+        jack_chain: None,
         gaps: 0,
     };
     let end_reason;
@@ -565,7 +571,18 @@ fn sample_jack_timing(
     out: &mut Output,
     source: &mut dyn Source,
 ) {
-    let (Some(tracer), Some(chain)) = (&kernel.tracer, source.chain()) else {
+    let Some(tracer) = &kernel.tracer else {
+        return;
+    };
+    // Finding the server and its clients walks /proc: done again only every few seconds.
+    if st
+        .jack_chain
+        .as_ref()
+        .is_none_or(|(_, at)| at.elapsed() >= JACK_CHAIN_REFRESH)
+    {
+        st.jack_chain = source.chain().map(|c| (c, Instant::now()));
+    }
+    let Some((chain, _)) = &st.jack_chain else {
         return;
     };
     let to = now_ns().saturating_sub(JACK_LOOKAHEAD_NS);
