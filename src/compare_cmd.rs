@@ -5,7 +5,7 @@
 use crate::cli::CompareArgs;
 use crate::Failure;
 use std::path::PathBuf;
-use xrunlab_compare::{compare, CompareError, Options};
+use xrunlab_compare::{compare, held_over_table, CompareError, Options};
 use xrunlab_results::compare::{CompareResult, Verdict};
 use xrunlab_results::read::read_typed;
 use xrunlab_results::run::{RunFile, SCHEMA};
@@ -23,25 +23,31 @@ fn read_side(files: &[PathBuf]) -> Result<Vec<(PathBuf, RunFile)>, Failure> {
 }
 
 /// The metrics worse by more than `pct` percent with the chosen confidence: the whole interval
-/// lies above `pct`.
+/// lies above `pct`, and the verdict holds over the whole table (Holm's correction, see
+/// [`held_over_table`]), so a CI gate fails identical sides in at most 5 % of A/Bs.
 pub fn worse_beyond(result: &CompareResult, pct: f64) -> Vec<String> {
-    result
-        .metrics
-        .iter()
+    held_over_table(result)
+        .into_iter()
         .filter(|m| m.verdict == Verdict::Worse)
         .filter(|m| m.interval_pct.is_some_and(|[lo, _]| lo > pct))
         .map(|m| m.metric.clone())
         .collect()
 }
 
-pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
-    if let Some(pct) = args.fail_if_worse {
+/// Checks a --fail-if-worse percentage: shared with `ab`.
+pub fn check_gate(fail_if_worse: Option<f64>) -> Result<(), Failure> {
+    if let Some(pct) = fail_if_worse {
         if !pct.is_finite() || pct < 0.0 {
             return Err(Failure::Usage(format!(
                 "invalid --fail-if-worse: {pct} (allowed: a percentage of 0 or more)"
             )));
         }
     }
+    Ok(())
+}
+
+pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
+    check_gate(args.fail_if_worse)?;
     if let Some(p) = &args.json {
         crate::files::check_writable("--json", p)?;
     }
@@ -75,7 +81,8 @@ pub fn finish(
         let worse = worse_beyond(result, pct);
         if !worse.is_empty() {
             return Err(Failure::Runtime(format!(
-                "B is worse than A by more than {pct} % at {:.0} % confidence: {}",
+                "B is worse than A by more than {pct} % at {:.0} % confidence over all the \
+                 metrics (Holm): {}",
                 result.confidence * 100.0,
                 worse.join(", ")
             )));

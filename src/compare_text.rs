@@ -45,7 +45,11 @@ pub fn render(r: &CompareResult) -> String {
     }
     if !r.workload_diff.is_empty() {
         let words: Vec<String> = r.workload_diff.iter().map(change_words).collect();
-        let _ = writeln!(s, "workloads differ (--force): {}", words.join(", "));
+        let _ = writeln!(
+            s,
+            "workloads differ (compared anyway): {}",
+            words.join(", ")
+        );
     }
     let _ = writeln!(
         s,
@@ -91,6 +95,29 @@ pub fn render(r: &CompareResult) -> String {
             _ => "block bootstrap over the buffers of one run a side",
         }
     );
+    let tested = r.metrics.iter().filter(|m| m.p_value.is_some()).count();
+    if tested > 1 {
+        let held = xrunlab_compare::held_over_table(r);
+        let named = |v: Verdict| {
+            held.iter()
+                .filter(|m| m.verdict == v)
+                .map(|m| m.metric.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let (worse, better) = (named(Verdict::Worse), named(Verdict::Better));
+        let found = match (worse.is_empty(), better.is_empty()) {
+            (true, true) => "no difference shown".to_owned(),
+            (false, true) => format!("B worse on {worse}"),
+            (true, false) => format!("B better on {better}"),
+            (false, false) => format!("B worse on {worse}; better on {better}"),
+        };
+        let _ = writeln!(
+            s,
+            "over all {tested} tested metrics together (Holm, {:.0} %): {found}",
+            r.confidence * 100.0
+        );
+    }
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");
     }

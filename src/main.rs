@@ -1,5 +1,6 @@
 //! The `xrunlab` binary: parses arguments, dispatches to a command, and maps errors to exit codes in one place; runs on the main thread.
 
+mod ab_cmd;
 mod bench_cmd;
 mod bench_explain;
 mod bench_soak;
@@ -64,6 +65,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Report(args)) => report_cmd::report(args),
         Some(cli::Command::Watch(args)) => watch_cmd::watch(args),
         Some(cli::Command::Compare(args)) => compare_cmd::compare_cmd(args),
+        Some(cli::Command::Ab(args)) => ab_cmd::ab(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

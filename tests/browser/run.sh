@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Browser tests of the dashboard: installs the npm packages (npm ci, from the committed lock),
+# Browser tests of the dashboard (and the histogram interchange with hdr-histogram-js): installs the npm packages (npm ci, from the committed lock),
 # type-checks the page's JS with tsc, and drives Debian's chromium with playwright-core against
 # the real binary (target/debug/xrunlab, or $XRUNLAB_BIN). Never downloads a browser.
 set -euo pipefail
@@ -19,4 +19,4 @@ if [ -z "${XRUNLAB_BIN:-}" ]; then
   export XRUNLAB_BIN="$root/target/debug/xrunlab"
 fi
 mkdir -p artifacts
-node --test --test-concurrency=1 dashboard.test.js token.test.js explain.test.js report.test.js trace.test.js
+node --test --test-concurrency=1 dashboard.test.js token.test.js explain.test.js report.test.js trace.test.js interchange.test.js

@@ -1,5 +1,6 @@
-//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark, the dashboard's access flags, the doctor; one test binary.
+//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, A/B runs, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark, the dashboard's access flags, the doctor; one test binary.
 
+mod ab;
 mod child;
 mod compare;
 mod dashboard;

@@ -390,3 +390,23 @@ fn machine_rows(a: &Side, b: &Side, metrics: &[MetricComparison]) -> Vec<Machine
         })
         .collect()
 }
+
+/// The metrics whose verdict holds over the whole table: their chance passes Holm's
+/// correction over every metric that has one ([`stats::holm`]), so identical sides show a
+/// difference anywhere in the table by chance in at most 1 − [`stats::CONFIDENCE`] of A/Bs.
+/// Each metric's own verdict is tested alone, at 5 %; a dozen of them would otherwise call
+/// some difference on identical sides in about one A/B of four.
+pub fn held_over_table(result: &CompareResult) -> Vec<&MetricComparison> {
+    let tested: Vec<&MetricComparison> = result
+        .metrics
+        .iter()
+        .filter(|m| m.p_value.is_some())
+        .collect();
+    let p: Vec<f64> = tested.iter().filter_map(|m| m.p_value).collect();
+    tested
+        .into_iter()
+        .zip(stats::holm(&p))
+        .filter(|(m, held)| *held && m.verdict != Verdict::NoDifference)
+        .map(|(m, _)| m)
+        .collect()
+}

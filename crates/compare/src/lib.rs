@@ -8,4 +8,4 @@ pub mod analyse;
 pub mod diff;
 pub mod stats;
 
-pub use analyse::{compare, CompareError, Options, Side};
+pub use analyse::{compare, held_over_table, CompareError, Options, Side};

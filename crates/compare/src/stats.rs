@@ -203,6 +203,24 @@ pub fn verdict_of(interval_pct: [f64; 2], p_value: f64) -> Option<bool> {
     shown.then_some(interval_pct[0] > 0.0)
 }
 
+/// Holm's step-down correction: which of `p_values` stay significant when the chance of any
+/// false finding over all of them together is held at 1 − [`CONFIDENCE`]. The smallest p must
+/// be below α/m, the next below α/(m−1), and so on, stopping at the first that is not.
+pub fn holm(p_values: &[f64]) -> Vec<bool> {
+    let alpha = 1.0 - CONFIDENCE;
+    let mut order: Vec<usize> = (0..p_values.len()).collect();
+    order.sort_by(|&i, &j| p_values[i].total_cmp(&p_values[j]));
+    let mut held = vec![false; p_values.len()];
+    let m = p_values.len();
+    for (rank, &i) in order.iter().enumerate() {
+        if p_values[i] > alpha / (m - rank) as f64 {
+            break;
+        }
+        held[i] = true;
+    }
+    held
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,5 +323,15 @@ mod tests {
         assert_eq!(verdict_of([-5.0, -1.0], 0.01), Some(false));
         assert_eq!(verdict_of([-1.0, 5.0], 0.01), None);
         assert_eq!(verdict_of([1.0, 5.0], 0.2), None);
+    }
+
+    #[test]
+    fn holm_holds_the_chance_over_the_whole_family() {
+        // 0.01 ≤ 0.05/4 is held; 0.02 > 0.05/3 stops the steps, so 0.04 is not held either.
+        assert_eq!(holm(&[0.3, 0.01, 0.02, 0.04]), [false, true, false, false]);
+        assert_eq!(holm(&[0.3, 0.01, 0.015, 0.04]), [false, true, true, false]);
+        assert_eq!(holm(&[0.029, 0.029]), [false, false]);
+        assert_eq!(holm(&[0.002; 12]), [true; 12]);
+        assert!(holm(&[]).is_empty());
     }
 }

@@ -115,6 +115,29 @@ pub struct RunResult<D> {
 /// A run result as read back: the further sections are skipped.
 pub type RunFile = RunResult<Skipped>;
 
+impl<D> RunResult<D> {
+    /// The typed core as a reader sees it (the writer's further sections dropped), for a
+    /// writer that hands its own results on without reading them back.
+    pub fn into_file(self) -> RunFile {
+        RunResult {
+            schema: self.schema,
+            provenance: self.provenance,
+            fingerprint: self.fingerprint,
+            preset: self.preset,
+            config: self.config,
+            device: self.device,
+            workload: self.workload,
+            summary: self.summary,
+            histograms: self.histograms,
+            device_counters: self.device_counters,
+            ring_drops: self.ring_drops,
+            events: self.events,
+            end: self.end,
+            details: Skipped {},
+        }
+    }
+}
+
 /// Sections a reader does not look at; they may hold anything.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub struct Skipped {}

@@ -1,0 +1,210 @@
+//! `xrunlab ab` end to end with short rounds: a kernel slowed 4x on side B found worse on load
+//! (the gate exits 1), identical sides show no difference that matters (the gate passes),
+//! every finished run on disk as a run result, SIGTERM keeping the finished runs and comparing
+//! them, and bad flags inside --a/--b refused with exit 2 naming the side and the flag.
+
+use crate::child::{signal, spawn, wait_within};
+use crate::{cpus_alone, scratch, usage_error, xrunlab};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Rounds of the end-to-end A/Bs: the gate holds 5 % over a dozen metrics (Holm), which the
+/// exact test over runs can only reach with 6 runs a side (2 / C(12, 6) = 0.002).
+const ROUNDS: &str = "6";
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The printed line of `metric`.
+fn line<'a>(stdout: &'a str, metric: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(metric))
+        .unwrap_or_else(|| panic!("a {metric} line: {stdout}"))
+}
+
+/// Runs `xrunlab ab` with 1 s rounds; returns exit code, stdout, stderr.
+fn ab(dir: &Path, a: &str, b: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let out = {
+        let _cpus = cpus_alone();
+        xrunlab()
+            .args([
+                "ab",
+                "--a",
+                a,
+                "--b",
+                b,
+                "--rounds",
+                ROUNDS,
+                "--duration",
+                "1s",
+            ])
+            .args(["--dir", s(&dir.join("runs"))])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ab_finds_a_kernel_slowed_on_side_b_worse_on_load_and_its_gate_exits_1() {
+    let dir = scratch("ab-slow");
+    let cmp = dir.join("cmp.json");
+    let (code, stdout, stderr) = ab(
+        &dir,
+        "--buffer 256",
+        "--buffer 256 --kernel-slowdown 4",
+        &["--fail-if-worse", "10", "--json", s(&cmp)],
+    );
+    assert_eq!(code, Some(1), "the gate fails: {stdout}\n{stderr}");
+    let load = line(&stdout, "load p50");
+    assert!(load.contains("worse"), "{load}");
+    assert!(
+        stdout.contains("(Holm, 95 %): B worse on load p50"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("worse than A by more than 10 %") && stderr.contains("load p50"),
+        "the gate names the metric: {stderr}"
+    );
+    assert!(
+        stdout.contains("B: --buffer 256 --kernel-slowdown 4"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("exact Mann-Whitney"), "{stdout}");
+    let r = crate::json(&cmp);
+    assert_eq!(r["schema"], "xrunlab.compare/1");
+    assert_eq!(r["metrics"][0]["metric"], "load p50");
+    assert_eq!(r["metrics"][0]["verdict"], "worse");
+    assert_eq!(r["metrics"][0]["method"], "permutation_over_runs");
+    assert_eq!(r["a_files"].as_array().unwrap().len(), 6);
+    for side in ["a", "b"] {
+        for round in 1..=6 {
+            let run = crate::json(&dir.join(format!("runs/{side}-{round}.json")));
+            assert_eq!(run["schema"], "xrunlab.run/2");
+            assert_eq!(run["ab"]["side"], side.to_uppercase());
+            assert_eq!(run["ab"]["round"], round);
+            assert!(run["histograms"]["load_pct"]["data"]
+                .as_str()
+                .unwrap()
+                .starts_with("HISTF"));
+            let slowdown = if side == "b" { 4 } else { 1 };
+            assert_eq!(run["config"]["kernel_slowdown"], slowdown);
+        }
+    }
+}
+
+#[test]
+fn ab_with_identical_sides_shows_no_difference_and_its_gate_passes() {
+    let dir = scratch("ab-same");
+    let (code, stdout, stderr) = ab(
+        &dir,
+        "--buffer 256",
+        "--buffer 256",
+        &["--fail-if-worse", "10"],
+    );
+    assert_eq!(code, Some(0), "the gate passes: {stdout}\n{stderr}");
+    assert!(
+        stdout.contains("nothing in the machine fingerprints") && !stdout.contains("workloads"),
+        "{stdout}"
+    );
+    // Each metric alone is a 95 % test, so one identical A/B in twenty may call it either way
+    // by chance; the table's verdict holds 5 % over all metrics together (Holm), and a load
+    // p50 difference of 10 % or more would be real.
+    assert!(
+        stdout.contains("metrics together (Holm, 95 %): no difference shown"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn ab_on_sigterm_keeps_every_finished_run_and_compares_them() {
+    let dir = scratch("ab-term");
+    let runs = dir.join("runs");
+    let child = {
+        let _cpus = cpus_alone();
+        let child = spawn(&[
+            "ab",
+            "--a",
+            "",
+            "--b",
+            "",
+            "--rounds",
+            "3",
+            "--duration",
+            "1s",
+            "--dir",
+            s(&runs),
+        ]);
+        let t0 = Instant::now();
+        while !runs.join("b-1.json").exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "round 1 never ended"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        signal(&child, libc::SIGTERM);
+        wait_within(child, Duration::from_secs(30))
+    };
+    let stdout = String::from_utf8_lossy(&child.stdout);
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert_eq!(child.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("A: 1 file(s)   B: 1 file(s)") && stdout.contains("interrupted by SIGTERM"),
+        "{stdout}"
+    );
+    let cut = crate::json(&runs.join("a-2.json"));
+    assert!(
+        cut["end"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not compared"),
+        "{cut}"
+    );
+    assert!(!runs.join("b-2.json").exists());
+}
+
+#[test]
+fn ab_refuses_bad_flags_inside_a_side_naming_the_side_and_the_flag() {
+    usage_error(
+        &["ab", "--a", "--buffer 64", "--b", "--buffer 64 --bogus"],
+        &["--b", "--bogus", "engine flags of `xrunlab run`"],
+    );
+    usage_error(
+        &["ab", "--a", "--buffer 99999", "--b", ""],
+        &["--a", "--buffer", "allowed 16..=8192"],
+    );
+    usage_error(
+        &["ab", "--a", "", "--b", "--duration 1s"],
+        &["--b", "--duration"],
+    );
+    usage_error(
+        &["ab", "--a", "--jack-client 'x", "--b", ""],
+        &["--a", "unbalanced quotes"],
+    );
+    usage_error(
+        &["ab", "--a", "", "--b", "--kernel-slowdown 99"],
+        &["--b", "--kernel-slowdown"],
+    );
+    let dir = scratch("ab-bad");
+    std::fs::write(dir.join("a-1.json"), "{}").unwrap();
+    usage_error(
+        &["ab", "--a", "", "--b", "", "--dir", s(&dir)],
+        &["--dir", "already holds A/B runs"],
+    );
+    usage_error(
+        &["ab", "--a", "", "--b", "", "--fail-if-worse=-1"],
+        &["--fail-if-worse", "0 or more"],
+    );
+    usage_error(
+        &["ab", "--a", "", "--b", "", "--rounds", "0"],
+        &["--rounds"],
+    );
+}
