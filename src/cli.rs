@@ -43,6 +43,25 @@ pub enum Command {
     /// Name the culprit of every xrun in the live PipeWire or JACK graph: the late node, and
     /// what the kernel says took its time. Read-only: it changes nothing in the graph.
     Watch(WatchArgs),
+    /// Write the man pages (one per command) from these definitions: the top page to standard
+    /// output, or every page into --dir.
+    Man(ManArgs),
+    /// Print a shell completion script for these commands and flags.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write every page (xrunlab.1, xrunlab-run.1, ...) into this directory, creating it.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 /// Which audio server `watch` follows.

@@ -15,6 +15,7 @@ mod files;
 mod jack_support;
 mod lab_cli;
 mod lab_cmd;
+mod man_cmd;
 mod report_cmd;
 mod result;
 mod run_cmd;
@@ -60,6 +61,8 @@ fn main() -> ExitCode {
         Some(cli::Command::Capacity(args)) => lab_cmd::capacity(args),
         Some(cli::Command::Report(args)) => report_cmd::report(args),
         Some(cli::Command::Watch(args)) => watch_cmd::watch(args),
+        Some(cli::Command::Man(args)) => man_cmd::man(args),
+        Some(cli::Command::Completions(args)) => man_cmd::completions(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {
