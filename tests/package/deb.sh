@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The Debian package, built and tried as a user gets it: a release build with JACK and PipeWire,
+# its man pages and completions written by that binary, the book (docs/book, built by test.sh),
+# packaged by `cargo deb --no-build`, installed with dpkg, run from /usr/bin (--version, man -w,
+# a 2 s run, the dashboard serving its embedded page from another directory), then removed, so
+# the machine is left as it was. Needs root or sudo (dpkg), cargo-deb and man-db.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+[ -f docs/book/index.html ] || { echo "tests/package: build the book first (mdbook build docs)" >&2; exit 1; }
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+if dpkg -s xrunlab >/dev/null 2>&1; then
+  echo "tests/package: a xrunlab package is already installed; remove it first (dpkg -r xrunlab)" >&2
+  exit 1
+fi
+
+cargo build --release --locked --features jack,pipewire --bin xrunlab
+rm -rf target/assets
+mkdir -p target/assets
+target/release/xrunlab man --dir target/assets/man >/dev/null
+for sh in bash zsh fish; do
+  target/release/xrunlab completions "$sh" >"target/assets/xrunlab.$sh"
+done
+rm -rf target/debian
+# --no-strip: the release profile keeps line tables on purpose (backtraces name files and lines).
+cargo deb --no-build --no-strip
+deb="$(ls target/debian/xrunlab_*.deb)"
+echo "tests/package: built $deb ($(du -h "$deb" | cut -f1))"
+
+work="$(mktemp -d)"
+dash_pid=""
+cleanup() {
+  [ -n "$dash_pid" ] && kill "$dash_pid" 2>/dev/null || true
+  $sudo dpkg -r xrunlab >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+$sudo dpkg -i "$deb"
+
+[ "$(command -v xrunlab)" = /usr/bin/xrunlab ] || { echo "xrunlab is not /usr/bin/xrunlab" >&2; exit 1; }
+/usr/bin/xrunlab --version
+man -w xrunlab
+man -w xrunlab-watch
+for f in /usr/share/bash-completion/completions/xrunlab /usr/share/zsh/vendor-completions/_xrunlab \
+  /usr/share/fish/vendor_completions.d/xrunlab.fish /usr/share/doc/xrunlab/html/index.html \
+  /usr/share/doc/xrunlab/copyright; do
+  [ -s "$f" ] || { echo "tests/package: $f is missing from the package" >&2; exit 1; }
+done
+bash -n /usr/share/bash-completion/completions/xrunlab
+(cd "$work" && /usr/bin/xrunlab run --duration 2s --json run.json)
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["summary"]["buffers"] > 0, r["summary"]' "$work/run.json"
+
+# The page is compiled into the binary: served from a directory with no source tree in sight.
+(cd "$work" && exec /usr/bin/xrunlab dashboard --port 0 --no-token --sines 100 >dash.out 2>dash.err) &
+dash_pid=$!
+url=""
+for _ in $(seq 300); do
+  url="$(grep -o 'http://127\.0\.0\.1:[0-9]*/' "$work/dash.out" | head -n1 || true)"
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+[ -n "$url" ] || { echo "tests/package: the dashboard printed no URL: $(cat "$work/dash.err")" >&2; exit 1; }
+python3 - "$url" <<'PY'
+import sys, urllib.request
+base = sys.argv[1]
+for path, needle in [("", b"<html"), ("static/app.js", b"import"), ("static/style.css", b"{")]:
+    body = urllib.request.urlopen(base + path, timeout=10).read()
+    assert needle in body, f"{base}{path}: {body[:200]!r}"
+    print(f"tests/package: the installed dashboard serves /{path} ({len(body)} bytes)")
+PY
+kill -TERM "$dash_pid"
+wait "$dash_pid"
+dash_pid=""
+$sudo dpkg -r xrunlab
+[ ! -e /usr/bin/xrunlab ] || { echo "tests/package: dpkg -r left /usr/bin/xrunlab" >&2; exit 1; }
+echo "tests/package: the package installs, runs from /usr/bin and is removed"
