@@ -9,7 +9,8 @@ mod errors;
 mod explain;
 mod lab;
 mod lost;
-//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, A/B runs, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark, the dashboard's access flags, the doctor, the man pages and completions; one test binary.
+mod man;
+mod privileges;
 mod render;
 mod run;
 mod soak;
