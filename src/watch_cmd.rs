@@ -678,7 +678,6 @@ fn flush_cards(
                     }
                     Some(x) => {
                         st.last_jack = x.node.as_ref().map(|n| (n.id, n.signal_ns));
-                        st.last_jack_at = Some(at);
                         let mut x = x.clone();
                         // The rebuilt cycles are numbered within their window: number them
                         // from watch's start instead.
@@ -710,6 +709,9 @@ fn flush_cards(
                 None
             }
         };
+        // Every carded callback opens the window in which a callback that finds nothing new
+        // late is JACK2 repeating itself (a late driver is called back for every cycle too).
+        st.last_jack_at = Some(at);
         let x = found.unwrap_or_else(|| st.detector.server_reported(at, period));
         let (c, window) = st.card_of(&x, kernel, unattributed.as_deref());
         st.tally.add(&c);
