@@ -29,6 +29,8 @@ pub struct NodeRow {
     pub id: u32,
     /// Whether it drives the graph (followers are listed under it, as pw-top does).
     pub driver: bool,
+    /// Whether it took part in a cycle yet (an idle node is listed without the follower mark).
+    pub active: bool,
     /// Name, and the application's name when it differs.
     pub name: String,
     /// The process behind it.
@@ -89,6 +91,7 @@ impl Screen {
                     state: state_letter(s.last().map(|t| t.status)),
                     id: s.info.id,
                     driver: s.driver,
+                    active: s.last().is_some(),
                     name,
                     pid: s.info.pid,
                     wait_ns: s.last_wait_ns,
@@ -181,7 +184,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen, log: &VecDeque<String>) {
             Cell::from(n.err.to_string()),
             Cell::from(n.xruns.to_string()),
             Cell::from(n.pid.map_or("-".into(), |p| p.to_string())),
-            Cell::from(if n.driver {
+            Cell::from(if n.driver || !n.active {
                 n.name.clone()
             } else {
                 format!(" + {}", n.name)
@@ -347,6 +350,7 @@ mod tests {
                     state: 'R',
                     id: 34,
                     driver: false,
+                    active: true,
                     name: "synth (bitwig)".into(),
                     pid: Some(4242),
                     wait_ns: Some(40_000),
@@ -358,6 +362,7 @@ mod tests {
                     state: 'I',
                     id: 35,
                     driver: false,
+                    active: false,
                     name: "reverb".into(),
                     pid: None,
                     wait_ns: None,
@@ -387,13 +392,17 @@ mod tests {
             "2666.7µs",
             // BUSY / period: 2.667 ms of 5.333 ms.
             "0.50",
-            "synth (bitwig)",
+            " + synth (bitwig)",
             "4242",
             "reverb",
             "xrun 30:",
         ] {
             assert!(s.contains(want), "{want:?} missing from:\n{s}");
         }
+        assert!(
+            !s.contains("+ reverb"),
+            "a node in no cycle yet is not listed as a follower"
+        );
         // Only the newest xruns that fit are shown: not the first of 30 on a 24-line screen.
         assert!(!s.contains("xrun 1:"), "{s}");
     }

@@ -142,6 +142,21 @@ impl NodeStats {
             self.last_busy_ns = Some(b);
         }
     }
+
+    /// A cycle it drove: only its BUSY joins the figures. A driver's signal-to-awake span is
+    /// its wait for the device (about a whole period), not a scheduling delay.
+    fn record_driver(&mut self, d: &NodeTiming) {
+        self.driver = true;
+        self.last = Some(d.clone());
+        if d.status != NodeStatus::Finished {
+            return;
+        }
+        self.cycles += 1;
+        if let Some(b) = d.busy_ns() {
+            let _ = self.busy_us.record((b / 1000).max(1));
+            self.last_busy_ns = Some(b);
+        }
+    }
 }
 
 /// Follows the cycles, keeps each node's figures and yields the xruns.
@@ -297,10 +312,7 @@ impl Detector {
             }
         }
         // The driver's own WAIT and BUSY, as pw-top shows them on its row.
-        let driver = self.stats(&c.driver);
-        driver.driver = true;
-        driver.record_normal(&c.driver);
-        driver.last = Some(c.driver.clone());
+        self.stats(&c.driver).record_driver(&c.driver);
         if let Some(n) = c.driver_xruns {
             let grew = self.driver_count.is_some_and(|before| n > before);
             self.driver_count = Some(n);
