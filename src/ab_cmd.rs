@@ -27,7 +27,7 @@ struct SideFlags {
 }
 
 /// What clap says is wrong, without its usage block: "unexpected argument '--x' found", the
-/// tip that may follow, or "invalid value '9999' for '--buffer <FRAMES>': allowed 16..=4096".
+/// tip that may follow, or `invalid value '9999' for '--buffer <FRAMES>': allowed 16..=4096`.
 fn clap_problem(e: &clap::Error) -> String {
     let text = e.render().to_string();
     text.lines()
