@@ -163,7 +163,7 @@ pub struct WatchArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Result files written by --json of run, probe, sweep or capacity.
+    /// Result files written by --json of run, probe, sweep, capacity, compare or ab.
     #[arg(required = true, value_name = "FILE.json")]
     pub files: Vec<PathBuf>,
     /// The HTML file to write.

@@ -1,12 +1,13 @@
-//! `xrunlab compare`: reads run results on two sides as types (a bad file is a usage error
-//! naming the file and field), compares them (xrunlab-compare), prints the table, writes the
+//! `xrunlab compare`: reads run results, or `probe wakeup` results, on two sides as types (a
+//! bad file, or a mix of the two kinds, is a usage error naming the file and field), compares them (xrunlab-compare), prints the table, writes the
 //! compare result, and gates with --fail-if-worse; runs on the main thread.
 
 use crate::cli::CompareArgs;
 use crate::Failure;
 use std::path::PathBuf;
-use xrunlab_compare::{compare, held_over_table, CompareError, Options};
+use xrunlab_compare::{compare, compare_probes, held_over_table, CompareError, Options};
 use xrunlab_results::compare::{CompareResult, Verdict};
+use xrunlab_results::probe::{parse_wakeup, WakeupFile, SCHEMA as PROBE_SCHEMA};
 use xrunlab_results::read::read_typed;
 use xrunlab_results::run::{RunFile, SCHEMA};
 
@@ -20,6 +21,54 @@ fn read_side(files: &[PathBuf]) -> Result<Vec<(PathBuf, RunFile)>, Failure> {
                 .map_err(|e| Failure::Usage(e.to_string()))
         })
         .collect()
+}
+
+/// Reads each file as a probe-wakeup result.
+fn read_probes(files: &[PathBuf]) -> Result<Vec<(PathBuf, WakeupFile)>, Failure> {
+    files
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).map_err(|e| {
+                Failure::Usage(format!(
+                    "{}: field (file): cannot read it: {e}",
+                    p.display()
+                ))
+            })?;
+            parse_wakeup(p, &text)
+                .map(|r| (p.clone(), r))
+                .map_err(|e| Failure::Usage(e.to_string()))
+        })
+        .collect()
+}
+
+/// Whether the files are probe results: decided by the first file's schema; a file of the
+/// other kind among them is refused, naming it and its schema.
+fn probes(files: &[&PathBuf]) -> Result<bool, Failure> {
+    let schema_of = |p: &PathBuf| -> Option<String> {
+        let text = std::fs::read_to_string(p).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v.get("schema")?.as_str().map(str::to_owned)
+    };
+    let Some(first) = files.first() else {
+        return Ok(false);
+    };
+    let probe = schema_of(first).as_deref() == Some(PROBE_SCHEMA);
+    for p in files {
+        let s = schema_of(p);
+        let kind_is_probe = s.as_deref() == Some(PROBE_SCHEMA);
+        let kind_is_run = s.as_deref() == Some(SCHEMA);
+        if (probe && kind_is_run) || (!probe && kind_is_probe) {
+            return Err(Failure::Usage(format!(
+                "{}: field schema: is {:?}, but {} is {:?}: compare takes run results or probe \
+                 wakeup results, not a mix",
+                p.display(),
+                s.unwrap_or_default(),
+                first.display(),
+                if probe { PROBE_SCHEMA } else { SCHEMA }
+            )));
+        }
+    }
+    Ok(probe)
 }
 
 /// The metrics worse by more than `pct` percent with the chosen confidence: the whole interval
@@ -51,19 +100,25 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     if let Some(p) = &args.json {
         crate::files::check_writable("--json", p)?;
     }
-    let a = read_side(&args.files)?;
-    let b = read_side(&args.vs)?;
     let provenance = xrunlab_sys::Provenance::collect(
         env!("CARGO_PKG_VERSION"),
         xrunlab_sys::default_proc_root(),
         xrunlab_sys::default_sys_root(),
     );
-    let result =
-        compare(&a, &b, Options { force: args.force }, provenance).map_err(|e| match e {
-            CompareError::Read(_) | CompareError::Workload(_) | CompareError::EmptySide(_) => {
-                Failure::Usage(e.to_string())
-            }
-        })?;
+    let options = Options { force: args.force };
+    let all: Vec<&PathBuf> = args.files.iter().chain(&args.vs).collect();
+    let result = if probes(&all)? {
+        let (a, b) = (read_probes(&args.files)?, read_probes(&args.vs)?);
+        compare_probes(&a, &b, options, provenance)
+    } else {
+        let (a, b) = (read_side(&args.files)?, read_side(&args.vs)?);
+        compare(&a, &b, options, provenance)
+    }
+    .map_err(|e| match e {
+        CompareError::Read(_) | CompareError::Workload(_) | CompareError::EmptySide(_) => {
+            Failure::Usage(e.to_string())
+        }
+    })?;
     finish(&result, args.json.as_deref(), args.fail_if_worse)
 }
 

@@ -95,6 +95,14 @@ pub fn render(r: &CompareResult) -> String {
             _ => "block bootstrap over the buffers of one run a side",
         }
     );
+    if r.metrics.iter().any(|m| m.method == Method::ExactRateTest) {
+        let _ = writeln!(
+            s,
+            "dropouts per hour: B's pooled rate against A's, by the exact binomial test of the \
+             dropout counts given each side's hours, with Clopper-Pearson's interval of the rate \
+             ratio (\"-\" when A had none: the interval has no upper end)."
+        );
+    }
     let tested = r.metrics.iter().filter(|m| m.p_value.is_some()).count();
     if tested > 1 {
         let held = xrunlab_compare::held_over_table(r);

@@ -1,14 +1,19 @@
-//! `xrunlab report`: reads run and experiment result files and writes one self-contained HTML page that draws them, with the dashboard's chart module and the report's drawing code inlined (no network); runs on the main thread.
+//! `xrunlab report`: reads run, experiment and compare result files (a compare result typed,
+//! through xrunlab-results, with its distributions turned into CCDF points here) and writes one
+//! self-contained HTML page that draws them, with the dashboard's chart module and the report's
+//! drawing code inlined (no network); runs on the main thread.
 
 use crate::cli::ReportArgs;
 use crate::{files, Failure};
 use serde_json::Value;
+use xrunlab_results::compare::{CompareResult, SCHEMA as COMPARE_SCHEMA};
+use xrunlab_results::read::parse_typed;
 
 /// The report page's own drawing code.
 const REPORT_JS: &str = include_str!("report/report.js");
 
 /// Result layouts the report draws.
-const SCHEMAS: &[&str] = &["xrunlab.run/2", "xrunlab.lab/1"];
+const SCHEMAS: &[&str] = &["xrunlab.run/2", "xrunlab.lab/1", COMPARE_SCHEMA];
 
 /// Text that can sit inside a `<script>` element: `</script` (any case) cannot end it early.
 /// In JS and JSON, `<\/` means the same as `</` inside strings, and comments are unaffected.
@@ -24,7 +29,7 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::Runtime(format!("cannot read {}: {e}", path.display())))?;
         let value: Value = serde_json::from_str(&text).map_err(|e| {
             Failure::Usage(format!(
-                "{} is not a result file: {e} (allowed: JSON written by --json of run, probe, sweep or capacity)",
+                "{} is not a result file: {e} (allowed: JSON written by --json of run, probe, sweep, capacity, compare or ab)",
                 path.display()
             ))
         })?;
@@ -36,10 +41,12 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
                 SCHEMAS.join(", ")
             )));
         }
-        entries.push(serde_json::json!({
-            "file": path.display().to_string(),
-            "result": value,
-        }));
+        let file = path.display().to_string();
+        if schema == COMPARE_SCHEMA {
+            entries.push(compare_entry(path, &text, file)?);
+        } else {
+            entries.push(serde_json::json!({ "file": file, "result": value }));
+        }
     }
     let data = serde_json::to_string(&entries)
         .map_err(|e| Failure::Runtime(format!("cannot serialize the results: {e}")))?;
@@ -51,6 +58,32 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
         a.out.display()
     );
     Ok(())
+}
+
+/// A compare result read as its type (a field that does not fit is a usage error naming the
+/// file and field), with each overlaid distribution's CCDF on both sides for the page: it
+/// cannot decode HdrHistogram text itself without a library the page does not carry.
+fn compare_entry(path: &std::path::Path, text: &str, file: String) -> Result<Value, Failure> {
+    let result: CompareResult =
+        parse_typed(path, text, COMPARE_SCHEMA).map_err(|e| Failure::Usage(e.to_string()))?;
+    let mut ccdf = Vec::new();
+    for (i, d) in result.distributions.iter().enumerate() {
+        let points = |side: &str, h: &xrunlab_results::EncodedHistogram| {
+            h.ccdf().map_err(|e| {
+                Failure::Usage(format!(
+                    "{}: field distributions[{i}].{side}: {e}",
+                    path.display()
+                ))
+            })
+        };
+        ccdf.push(serde_json::json!({
+            "name": d.name,
+            "unit": d.a.unit,
+            "a": points("a", &d.a)?,
+            "b": points("b", &d.b)?,
+        }));
+    }
+    Ok(serde_json::json!({ "file": file, "result": result, "ccdf": ccdf }))
 }
 
 /// The page: the dashboard's stylesheet, the results as JSON, the dashboard's charts.js as text

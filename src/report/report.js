@@ -1,7 +1,7 @@
-// The report page's drawing: reads the results embedded in the page, loads the dashboard's chart module (inlined as text) through a blob: URL, and draws each result's figures on canvases with a small bar and line helper; runs on the page's main thread once, at load.
+// The report page's drawing: reads the results embedded in the page, loads the dashboard's chart module (inlined as text) through a blob: URL, and draws each result's figures on canvases with small bar, line, CCDF and change-bar helpers (a compare result: both sides' distributions, each metric's change with its interval, the fingerprint diff); runs on the page's main thread once, at load.
 // @ts-check
 
-/** Results as `xrunlab report` embedded them: `{ file, result }`. */
+/** Results as `xrunlab report` embedded them: `{ file, result }`, and for a compare result `ccdf`: per distribution, `{ name, unit, a, b }` with each side's `[x, fraction of samples at x or above]` points. */
 const entries = JSON.parse(document.getElementById('xrunlab-data')?.textContent ?? '[]');
 
 // The dashboard's charts.js, inlined as text: an inline module cannot import another by URL on
@@ -34,14 +34,15 @@ function el(tag, text, cls) {
  * @param {HTMLElement} parent
  * @param {string} title
  * @param {string} kind the result kind, for tests
+ * @param {number} [height] in CSS pixels
  */
-function canvas(parent, title, kind) {
+function canvas(parent, title, kind, height) {
   const fig = el('figure');
   fig.append(el('figcaption', title));
   const c = document.createElement('canvas');
   c.dataset.kind = kind;
   const w = 640;
-  const h = 280;
+  const h = height ?? 280;
   const dpr = window.devicePixelRatio || 1;
   c.width = w * dpr;
   c.height = h * dpr;
@@ -53,7 +54,7 @@ function canvas(parent, title, kind) {
   ctx.scale(dpr, dpr);
   ctx.fillStyle = '#ffffff';
   ctx.fillRect(0, 0, w, h);
-  return { ctx, w, h };
+  return { ctx, w, h, c };
 }
 
 /** @param {number} v */
@@ -234,8 +235,189 @@ function seriesBy(items, key, point) {
   }));
 }
 
-/** @type {Record<string, (sec: HTMLElement, r: any) => void>} */
+
+/** Side colours of a comparison: A and B. */
+const SIDES = [
+  { key: 'a', name: 'A', color: PALETTE[0] },
+  { key: 'b', name: 'B', color: PALETTE[1] },
+];
+/** Verdict colours: B better, worse, or no difference shown. */
+const VERDICT = { better: '#3aa655', worse: DROPOUT, no_difference: '#9a9a9a' };
+
+/**
+ * Complementary cumulative distributions overlaid, as cyclictest users plot them: x linear in
+ * the value, y the fraction of samples at x or above on a log scale (1 down to 1/count), drawn
+ * as steps so the tail's last samples show. `data-series` on the canvas counts the lines.
+ * @param {HTMLElement} parent
+ * @param {string} kind
+ * @param {string} title
+ * @param {{ name: string, color: string, points: [number, number][] }[]} series
+ * @param {string} xLabel
+ */
+function ccdfChart(parent, kind, title, series, xLabel) {
+  const { ctx, w, h, c } = canvas(parent, title, kind);
+  const drawn = series.filter((s) => s.points.length > 0);
+  c.dataset.series = String(drawn.length);
+  const all = drawn.flatMap((s) => s.points);
+  const box = { x: 64, y: 14, w: w - 64 - 150, h: h - 14 - 42 };
+  const x0 = Math.min(0, ...all.map((p) => p[0]));
+  const x1 = Math.max(1e-9, ...all.map((p) => p[0])) * 1.05;
+  // Decades from the smallest fraction shown up to 1.
+  const decades = Math.max(1, Math.ceil(-Math.log10(Math.min(1, ...all.map((p) => p[1])))));
+  const px = (/** @type {number} */ x) => box.x + ((x - x0) / (x1 - x0)) * box.w;
+  const py = (/** @type {number} */ y) => box.y + (-Math.log10(y) / decades) * box.h;
+  ctx.font = '11px sans-serif';
+  ctx.fillStyle = INK;
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  for (let d = 0; d <= decades; d++) {
+    const y = box.y + (d / decades) * box.h;
+    ctx.strokeStyle = GRID;
+    ctx.beginPath();
+    ctx.moveTo(box.x, y);
+    ctx.lineTo(box.x + box.w, y);
+    ctx.stroke();
+    ctx.fillText(d === 0 ? '1' : `1e-${d}`, box.x - 4, y);
+  }
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'top';
+  for (let i = 0; i <= 4; i++) {
+    const x = x0 + ((x1 - x0) * i) / 4;
+    ctx.fillText(fmt(x), px(x), box.y + box.h + 4);
+  }
+  ctx.fillText(xLabel, box.x + box.w / 2, box.y + box.h + 22);
+  ctx.save();
+  ctx.translate(12, box.y + box.h / 2);
+  ctx.rotate(-Math.PI / 2);
+  ctx.fillText('fraction of samples ≥ x', 0, 0);
+  ctx.restore();
+  ctx.strokeStyle = INK;
+  ctx.beginPath();
+  ctx.moveTo(box.x, box.y);
+  ctx.lineTo(box.x, box.y + box.h);
+  ctx.lineTo(box.x + box.w, box.y + box.h);
+  ctx.stroke();
+  ctx.lineWidth = 2;
+  for (const s of drawn) {
+    ctx.strokeStyle = s.color;
+    ctx.beginPath();
+    s.points.forEach(([x, y], i) => {
+      if (i === 0) ctx.moveTo(px(x), py(y));
+      else {
+        // A step: the fraction holds until the next recorded value.
+        ctx.lineTo(px(x), py(s.points[i - 1][1]));
+        ctx.lineTo(px(x), py(y));
+      }
+    });
+    const [lx, ly] = s.points[s.points.length - 1];
+    ctx.lineTo(px(lx), box.y + box.h);
+    ctx.stroke();
+  }
+  ctx.lineWidth = 1;
+  legend(ctx, w, drawn);
+}
+
+/**
+ * One horizontal bar per metric: B's change against A in percent of A, its 95 % interval as a
+ * whisker, coloured by the verdict. A metric without a change (A is 0) keeps its row, empty.
+ * `data-bars` on the canvas counts the bars drawn.
+ * @param {HTMLElement} parent
+ * @param {string} kind
+ * @param {{ metric: string, unit: string, change_pct: number | null, interval_pct: [number, number] | null, verdict: 'better' | 'worse' | 'no_difference' }[]} metrics
+ */
+function changeBars(parent, kind, metrics) {
+  const row = 20;
+  const { ctx, w, h, c } = canvas(parent, 'Change of B against A (% of A), with its 95 % interval', kind, 56 + row * metrics.length);
+  const box = { x: 170, y: 14, w: w - 170 - 150, h: h - 14 - 42 };
+  let span = 1;
+  for (const m of metrics) {
+    span = Math.max(span, Math.abs(m.change_pct ?? 0), ...(m.interval_pct ?? [0, 0]).map(Math.abs));
+  }
+  span *= 1.1;
+  const px = (/** @type {number} */ v) => box.x + ((v + span) / (2 * span)) * box.w;
+  ctx.font = '11px sans-serif';
+  ctx.textBaseline = 'middle';
+  let drawn = 0;
+  metrics.forEach((m, i) => {
+    const cy = box.y + i * row + row / 2;
+    ctx.fillStyle = INK;
+    ctx.textAlign = 'right';
+    ctx.fillText(`${m.metric} (${m.unit})`.slice(0, 28), box.x - 6, cy);
+    if (m.change_pct === null || m.change_pct === undefined) return;
+    ctx.fillStyle = VERDICT[m.verdict] ?? GRID;
+    const from = px(Math.min(0, m.change_pct));
+    ctx.fillRect(from, cy - row * 0.3, Math.max(1, Math.abs(px(m.change_pct) - px(0))), row * 0.6);
+    drawn++;
+    if (m.interval_pct) {
+      const [lo, hi] = m.interval_pct;
+      ctx.strokeStyle = INK;
+      ctx.beginPath();
+      ctx.moveTo(px(lo), cy);
+      ctx.lineTo(px(hi), cy);
+      ctx.moveTo(px(lo), cy - 4);
+      ctx.lineTo(px(lo), cy + 4);
+      ctx.moveTo(px(hi), cy - 4);
+      ctx.lineTo(px(hi), cy + 4);
+      ctx.stroke();
+    }
+  });
+  c.dataset.bars = String(drawn);
+  ctx.strokeStyle = INK;
+  ctx.beginPath();
+  ctx.moveTo(px(0), box.y);
+  ctx.lineTo(px(0), box.y + box.h);
+  ctx.moveTo(box.x, box.y + box.h);
+  ctx.lineTo(box.x + box.w, box.y + box.h);
+  ctx.stroke();
+  ctx.fillStyle = INK;
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'top';
+  for (const v of [-span, -span / 2, 0, span / 2, span]) ctx.fillText(`${v > 0 ? '+' : ''}${fmt(v)} %`, px(v), box.y + box.h + 4);
+  ctx.fillText('B − A, % of A (B lower is better)', box.x + box.w / 2, box.y + box.h + 22);
+  legend(ctx, w, [
+    { name: 'B better', color: VERDICT.better },
+    { name: 'B worse', color: VERDICT.worse },
+    { name: 'no difference shown', color: VERDICT.no_difference },
+  ]);
+}
+
+/**
+ * A list of what differs between the sides, one item per field: "field: a → b".
+ * @param {HTMLElement} parent
+ * @param {string} title
+ * @param {string} none shown when nothing differs
+ * @param {string} cls
+ * @param {{ field: string, a: string[], b: string[] }[]} changes
+ */
+function diffList(parent, title, none, cls, changes) {
+  parent.append(el('h3', title));
+  if (changes.length === 0) {
+    parent.append(el('p', none, `${cls} none`));
+    return;
+  }
+  const ul = el('ul', undefined, cls);
+  for (const ch of changes) ul.append(el('li', `${ch.field}: ${ch.a.join(' / ')} → ${ch.b.join(' / ')}`));
+  parent.append(ul);
+}
+
+/** @type {Record<string, (sec: HTMLElement, r: any, entry: any) => void>} */
 const DRAW = {
+  compare(sec, r, entry) {
+    sec.append(el('p', `A: ${r.a_files.length} file(s), B: ${r.b_files.length} file(s)`, 'prov'));
+    for (const n of r.notes ?? []) sec.append(el('p', `note: ${n}`, 'warn'));
+    diffList(sec, 'What differs between A and B', 'nothing in the machine fingerprints', 'fingerprint-diff', r.fingerprint_diff ?? []);
+    if ((r.workload_diff ?? []).length > 0) diffList(sec, 'Workloads that differ (compared anyway)', '', 'workload-diff', r.workload_diff);
+    for (const d of entry.ccdf ?? []) {
+      ccdfChart(
+        sec,
+        'compare',
+        `${d.name}: fraction of samples at or above each value`,
+        SIDES.map((s) => ({ name: `${s.name} (${s.key === 'a' ? r.a_files.length : r.b_files.length} runs)`, color: s.color, points: d[s.key] })),
+        d.unit === 'us' ? 'µs' : '% of the buffer',
+      );
+    }
+    changeBars(sec, 'compare', r.metrics ?? []);
+  },
   run(sec, r) {
     const s = r.summary;
     const pct = ['p50', 'p99', 'p999', 'max'];
@@ -372,15 +554,17 @@ const DRAW = {
 };
 
 const root = document.getElementById('report');
-for (const { file, result } of entries) {
+for (const entry of entries) {
+  const { file, result } = entry;
   const sec = el('section');
-  const kind = result.schema === 'xrunlab.run/2' ? 'run' : result.kind;
+  sec.dataset.file = file;
+  const kind = result.schema === 'xrunlab.run/2' ? 'run' : result.schema === 'xrunlab.compare/1' ? 'compare' : result.kind;
   sec.append(el('h2', `${kind}: ${file}`));
   const p = result.provenance ?? {};
   sec.append(el('p', `${p.kernel ?? ''} ${p.cpu_model ?? ''} ${p.start_time ?? ''}${result.incomplete ? ' (incomplete: ' + result.end_reason + ')' : ''}${result.quick ? ' (--quick)' : ''}`, 'prov'));
   for (const w of result.warnings ?? result.scheduling?.warnings ?? []) sec.append(el('p', `warning: ${w}`, 'warn'));
   const draw = DRAW[kind];
-  if (draw) draw(sec, result);
+  if (draw) draw(sec, result, entry);
   else sec.append(el('p', `no chart for kind ${kind}`, 'warn'));
   root?.append(sec);
 }

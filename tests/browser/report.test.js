@@ -1,10 +1,10 @@
-// Browser test of `xrunlab report`: the real binary writes run and experiment results and a report page, Debian's chromium opens it from a file:// URL with no network, and every result kind's charts are checked to draw data; runs in node's test runner.
+// Browser test of `xrunlab report`: the real binary writes run, experiment and compare results and a report page, Debian's chromium opens it from a file:// URL with no network, and every result kind's charts are checked to draw data (a compare result's CCDFs, change bars and fingerprint diff against its file); runs in node's test runner.
 // @ts-check
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -81,4 +81,98 @@ test('the report draws every result kind from a file:// page without the network
   } finally {
     await close();
   }
+});
+
+/**
+ * Runs the binary and returns its exit status and stderr.
+ * @param {string[]} args
+ */
+function status(args) {
+  const r = spawnSync(BIN, args, { encoding: 'utf8' });
+  return { code: r.status, stderr: r.stderr };
+}
+
+test('the report draws a compare result: both sides as CCDFs, the change bars, the fingerprint diff', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'xrunlab-report-compare-'));
+  const a = join(dir, 'a.json');
+  const b = join(dir, 'b.json');
+  for (const f of [a, b]) execFileSync(BIN, ['run', '--quiet', '--duration', '1s', '--json', f], { stdio: 'ignore' });
+  // One machine cannot make two kernels: B's fingerprint says another, so the diff has a line.
+  const bRun = JSON.parse(readFileSync(b, 'utf8'));
+  const kernelA = JSON.parse(readFileSync(a, 'utf8')).fingerprint.kernel_release;
+  bRun.fingerprint.kernel_release = '6.18.0-report-test';
+  writeFileSync(b, JSON.stringify(bRun));
+  const cmp = join(dir, 'compare.json');
+  execFileSync(BIN, ['compare', a, '--vs', b, '--json', cmp], { stdio: 'ignore' });
+  // And an A/B of two buffer sizes: the workloads differ, which the page lists too.
+  const ab = join(dir, 'ab.json');
+  execFileSync(BIN, ['ab', '--quiet', '--a', '', '--b', '--buffer 256', '--rounds', '1', '--duration', '500ms', '--dir', join(dir, 'ab'), '--json', ab], { stdio: 'ignore' });
+  const out = join(dir, 'report.html');
+  execFileSync(BIN, ['report', cmp, ab, '--out', out], { stdio: 'ignore' });
+
+  const { context, close } = await launch();
+  try {
+    const page = await context.newPage();
+    /** @type {string[]} */
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+    await page.goto(pathToFileURL(out).href);
+    await page.waitForSelector('body[data-drawn]', { timeout: 30000 });
+    await page.screenshot({ path: join(ARTIFACTS, 'report-compare.png'), fullPage: true });
+    assert.deepEqual(errors, [], 'no script errors');
+    for (const file of [cmp, ab]) {
+      const result = JSON.parse(readFileSync(file, 'utf8'));
+      const drawn = await page.$eval(`section[data-file="${file}"]`, (sec) => ({
+        ccdf: [...sec.querySelectorAll('canvas[data-series]')].map((c) => {
+          const cv = /** @type {HTMLCanvasElement} */ (c);
+          const ctx = /** @type {CanvasRenderingContext2D} */ (cv.getContext('2d'));
+          const px = ctx.getImageData(0, 0, cv.width, cv.height).data;
+          let coloured = 0;
+          for (let i = 0; i < px.length; i += 4) if (Math.max(px[i], px[i + 1], px[i + 2]) - Math.min(px[i], px[i + 1], px[i + 2]) > 40) coloured++;
+          return { series: Number(cv.dataset.series), title: cv.parentElement?.querySelector('figcaption')?.textContent ?? '', coloured };
+        }),
+        bars: [...sec.querySelectorAll('canvas[data-bars]')].map((c) => Number(/** @type {HTMLCanvasElement} */ (c).dataset.bars)),
+        fingerprint: [...sec.querySelectorAll('.fingerprint-diff')].map((e) => e.textContent),
+        fingerprintItems: [...sec.querySelectorAll('ul.fingerprint-diff li')].map((e) => e.textContent),
+        workload: [...sec.querySelectorAll('ul.workload-diff li')].map((e) => e.textContent),
+      }));
+      assert.equal(drawn.ccdf.length, result.distributions.length, `${file}: one CCDF per distribution`);
+      result.distributions.forEach((/** @type {any} */ d, /** @type {number} */ i) => {
+        assert.ok(drawn.ccdf[i].title.startsWith(d.name), `${file}: ${drawn.ccdf[i].title}`);
+        assert.equal(drawn.ccdf[i].series, 2, `${file} ${d.name}: both sides drawn`);
+        assert.ok(drawn.ccdf[i].coloured > 100, `${file} ${d.name}: lines drawn (${drawn.ccdf[i].coloured} pixels)`);
+      });
+      const withChange = result.metrics.filter((/** @type {any} */ m) => m.change_pct !== null).length;
+      assert.ok(withChange >= 3, `${file}: load metrics have a change`);
+      assert.deepEqual(drawn.bars, [withChange], `${file}: one bar per metric with a change`);
+      const expected = result.fingerprint_diff.map((/** @type {any} */ c) => `${c.field}: ${c.a.join(' / ')} → ${c.b.join(' / ')}`);
+      if (file === cmp) {
+        assert.ok(drawn.fingerprintItems.includes(`kernel_release: ${kernelA} → 6.18.0-report-test`), JSON.stringify(drawn.fingerprintItems));
+        assert.deepEqual(drawn.fingerprintItems, expected);
+      } else {
+        assert.deepEqual(drawn.fingerprintItems, expected);
+        if (expected.length === 0) assert.deepEqual(drawn.fingerprint, ['nothing in the machine fingerprints']);
+        assert.ok(drawn.workload.some((t) => t.startsWith('buffer')), `the buffer sizes differ: ${JSON.stringify(drawn.workload)}`);
+      }
+    }
+  } finally {
+    await close();
+  }
+
+  // A compare file is read as its type: another schema, or a field that does not fit, is
+  // refused with exit 2 naming the file and the field.
+  const bad = JSON.parse(readFileSync(cmp, 'utf8'));
+  bad.metrics[0].verdict = 'maybe';
+  const badFile = join(dir, 'bad.json');
+  writeFileSync(badFile, JSON.stringify(bad));
+  let r = status(['report', badFile, '--out', join(dir, 'bad.html')]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /bad\.json: field metrics\[0\]\.verdict/);
+  bad.metrics[0].verdict = 'better';
+  bad.schema = 'xrunlab.compare/9';
+  writeFileSync(badFile, JSON.stringify(bad));
+  r = status(['report', badFile, '--out', join(dir, 'bad.html')]);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /bad\.json: field schema/);
 });

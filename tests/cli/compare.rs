@@ -139,3 +139,69 @@ fn compare_refuses_other_schemas_truncated_files_other_units_and_other_workloads
         &["--fail-if-worse", "0 or more"],
     );
 }
+
+/// Runs a short `probe wakeup` and returns its JSON file.
+fn probe_file(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    run_ok(&[
+        "probe",
+        "wakeup",
+        "--threads",
+        "2",
+        "--loops",
+        "2000",
+        "--interval",
+        "200us",
+        "--json",
+        s(&path),
+    ]);
+    path
+}
+
+#[test]
+fn compare_reads_probe_wakeup_results_and_refuses_a_mix_with_a_run() {
+    let dir = scratch("compare-probe");
+    let (a, b) = (probe_file(&dir, "a.json"), probe_file(&dir, "b.json"));
+    // Each thread's latencies are kept whole, with the machine's fingerprint.
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    assert!(written["result"]["fingerprint"]["kernel_release"].is_string());
+    for t in written["result"]["threads"].as_array().unwrap() {
+        let h: xrunlab_results::EncodedHistogram =
+            serde_json::from_value(t["latency_us"].clone()).unwrap();
+        let h = h.decode().unwrap();
+        assert_eq!(h.len(), t["latency"]["count"].as_u64().unwrap());
+        let max_us = h.max() as f64 / 1000.0;
+        let exact = t["latency"]["max_us"].as_f64().unwrap();
+        assert!(
+            (max_us - exact).abs() <= exact * 0.001 + 0.001,
+            "{max_us} vs {exact}"
+        );
+    }
+
+    let out_json = dir.join("cmp.json");
+    let out = run_ok(&["compare", s(&a), "--vs", s(&b), "--json", s(&out_json)]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("wake-up p99.9"), "{stdout}");
+    let r: xrunlab_results::compare::CompareResult =
+        xrunlab_results::read::read_typed(&out_json, xrunlab_results::compare::SCHEMA).unwrap();
+    let names: Vec<&str> = r.metrics.iter().map(|m| m.metric.as_str()).collect();
+    assert_eq!(
+        names,
+        ["wake-up p50", "wake-up p99", "wake-up p99.9", "wake-up max"]
+    );
+    for m in &r.metrics {
+        assert_eq!((m.a.len(), m.b.len()), (1, 1), "{m:?}");
+        assert!(m.a_median > 0.0 && m.b_median > 0.0, "{m:?}");
+    }
+    assert_eq!(r.distributions.len(), 1);
+    let merged = r.distributions[0].a.decode().unwrap();
+    assert_eq!(merged.len(), 4000, "both threads' 2000 wake-ups");
+    assert!(r.fingerprint_diff.is_empty(), "{:?}", r.fingerprint_diff);
+
+    let run = run_file(&dir, "run.json", &[]);
+    usage_error(
+        &["compare", s(&a), "--vs", s(&run)],
+        &["run.json", "field schema", "not a mix"],
+    );
+}

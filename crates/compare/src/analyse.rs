@@ -18,7 +18,7 @@ use xrunlab_results::run::RunFile;
 use xrunlab_results::{EncodedHistogram, Provenance, ReadError};
 
 /// The same files always give the same figures.
-const SEED: u64 = 0x5eed_a0b0;
+pub(crate) const SEED: u64 = 0x5eed_a0b0;
 
 /// One side: its files, read.
 pub type Side = [(PathBuf, RunFile)];
@@ -100,6 +100,17 @@ enum Source {
     Worker,
 }
 
+/// A run's count of events and its exposure in hours.
+type Events = fn(&Summary) -> (u64, f64);
+
+/// A rate metric's change, interval, chance and verdict.
+struct RateFinding {
+    change_pct: Option<f64>,
+    interval_pct: Option<[f64; 2]>,
+    p_value: f64,
+    verdict: Verdict,
+}
+
 struct Metric {
     name: &'static str,
     unit: &'static str,
@@ -108,6 +119,9 @@ struct Metric {
     quantile: Option<(Source, f64)>,
     /// Whether the metric exists for this pair (workers may be absent).
     present: fn(&Summary) -> bool,
+    /// For a rate of events: the run's count and its exposure in hours, compared by the exact
+    /// rate test over the pooled counts whatever the number of runs.
+    events: Option<Events>,
 }
 
 fn always(_: &Summary) -> bool {
@@ -126,6 +140,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.load_pct.p50,
             quantile: Some((Source::Load, 0.5)),
             present: always,
+            events: None,
         },
         Metric {
             name: "load p99",
@@ -133,6 +148,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.load_pct.p99,
             quantile: Some((Source::Load, 0.99)),
             present: always,
+            events: None,
         },
         Metric {
             name: "load max",
@@ -140,6 +156,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.load_pct.max,
             quantile: None,
             present: always,
+            events: None,
         },
         Metric {
             name: "driver wake-up p50",
@@ -147,6 +164,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.driver_wake_latency_us.p50,
             quantile: Some((Source::Driver, 0.5)),
             present: always,
+            events: None,
         },
         Metric {
             name: "driver wake-up p99",
@@ -154,6 +172,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.driver_wake_latency_us.p99,
             quantile: Some((Source::Driver, 0.99)),
             present: always,
+            events: None,
         },
         Metric {
             name: "driver wake-up p99.9",
@@ -161,6 +180,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.driver_wake_latency_us.p999,
             quantile: Some((Source::Driver, 0.999)),
             present: always,
+            events: None,
         },
         Metric {
             name: "driver wake-up max",
@@ -168,6 +188,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.driver_wake_latency_us.max,
             quantile: None,
             present: always,
+            events: None,
         },
         Metric {
             name: "worker wake-up p50",
@@ -175,6 +196,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.worker_wake_latency_us.p50,
             quantile: Some((Source::Worker, 0.5)),
             present: has_workers,
+            events: None,
         },
         Metric {
             name: "worker wake-up p99",
@@ -182,6 +204,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.worker_wake_latency_us.p99,
             quantile: Some((Source::Worker, 0.99)),
             present: has_workers,
+            events: None,
         },
         Metric {
             name: "worker wake-up p99.9",
@@ -189,6 +212,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.worker_wake_latency_us.p999,
             quantile: Some((Source::Worker, 0.999)),
             present: has_workers,
+            events: None,
         },
         Metric {
             name: "worker wake-up max",
@@ -196,6 +220,7 @@ fn metrics() -> Vec<Metric> {
             value: |s| s.worker_wake_latency_us.max,
             quantile: None,
             present: has_workers,
+            events: None,
         },
         Metric {
             name: "dropouts per hour",
@@ -203,6 +228,7 @@ fn metrics() -> Vec<Metric> {
             value: dropouts_per_hour,
             quantile: None,
             present: always,
+            events: Some(dropouts_and_hours),
         },
     ]
 }
@@ -213,6 +239,39 @@ fn dropouts_per_hour(s: &Summary) -> f64 {
     } else {
         0.0
     }
+}
+
+fn dropouts_and_hours(s: &Summary) -> (u64, f64) {
+    (s.dropouts, s.audio_seconds / 3600.0)
+}
+
+/// A rate metric compared by [`stats::rate_comparison`] over each side's pooled events and
+/// hours: the change of the pooled rates, its exact interval, and the verdict (given even when
+/// A had no events and the interval is unbounded above, so not written).
+fn rate_metric(ra: &[&RunFile], rb: &[&RunFile], events: Events) -> Option<RateFinding> {
+    let pool = |side: &[&RunFile]| {
+        side.iter()
+            .map(|r| events(&r.summary))
+            .fold((0, 0.0), |(n, h), (dn, dh)| (n + dn, h + dh))
+    };
+    let ((na, ha), (nb, hb)) = (pool(ra), pool(rb));
+    let r = stats::rate_comparison(na, ha, nb, hb)?;
+    let pct = |ratio: f64| (ratio - 1.0) * 100.0;
+    let [lo, hi] = r.ratio_interval;
+    let interval = hi.is_finite().then(|| [pct(lo), pct(hi)]);
+    let verdict = if r.p_value >= 1.0 - stats::CONFIDENCE {
+        Verdict::NoDifference
+    } else if lo > 1.0 {
+        Verdict::Worse
+    } else {
+        Verdict::Better
+    };
+    Some(RateFinding {
+        change_pct: r.ratio.map(pct),
+        interval_pct: interval,
+        p_value: r.p_value,
+        verdict,
+    })
 }
 
 fn merged(side: &[Decoded], pick: Source) -> Histogram<u64> {
@@ -278,6 +337,22 @@ pub fn compare(
         let va: Vec<f64> = ra.iter().map(|r| (m.value)(&r.summary)).collect();
         let vb: Vec<f64> = rb.iter().map(|r| (m.value)(&r.summary)).collect();
         let (a_median, b_median) = (stats::median(&va), stats::median(&vb));
+        if let Some(found) = m.events.and_then(|e| rate_metric(&ra, &rb, e)) {
+            out.push(MetricComparison {
+                metric: m.name.to_owned(),
+                unit: m.unit.to_owned(),
+                a: va,
+                b: vb,
+                a_median,
+                b_median,
+                change_pct: found.change_pct,
+                interval_pct: found.interval_pct,
+                verdict: found.verdict,
+                p_value: Some(found.p_value),
+                method: Method::ExactRateTest,
+            });
+            continue;
+        }
         let (method, interval, p) = if repeats {
             let p = stats::permutation_p(&va, &vb, &mut rng);
             let i = stats::runs_change_interval(&va, &vb, &mut rng);
@@ -335,19 +410,36 @@ pub fn compare(
         workload_diff: workload,
         confidence: stats::CONFIDENCE,
         notes,
-        machines: machine_rows(a, b, &out),
+        machines: {
+            let ma: Vec<Machine> = a
+                .iter()
+                .map(|(p, r)| (p.as_path(), &r.fingerprint))
+                .collect();
+            let mb: Vec<Machine> = b
+                .iter()
+                .map(|(p, r)| (p.as_path(), &r.fingerprint))
+                .collect();
+            machine_rows_of(&ma, &mb, &out)
+        },
         metrics: out,
         distributions,
     })
 }
 
+/// One file's path and machine.
+pub(crate) type Machine<'a> = (&'a std::path::Path, &'a xrunlab_results::Fingerprint);
+
 /// A row per distinct machine fingerprint (steal left out: it varies by run).
-fn machine_rows(a: &Side, b: &Side, metrics: &[MetricComparison]) -> Vec<MachineRow> {
+pub(crate) fn machine_rows_of(
+    a: &[Machine],
+    b: &[Machine],
+    metrics: &[MetricComparison],
+) -> Vec<MachineRow> {
     let mut rows: Vec<(serde_json::Value, MachineRow, Vec<usize>)> = Vec::new();
     let sides = [("a", a), ("b", b)];
     for (side, files) in sides {
-        for (i, (path, r)) in files.iter().enumerate() {
-            let mut key = serde_json::to_value(&r.fingerprint).unwrap_or_default();
+        for (i, (path, fingerprint)) in files.iter().enumerate() {
+            let mut key = serde_json::to_value(fingerprint).unwrap_or_default();
             if let Some(m) = key.as_object_mut() {
                 m.remove("steal_pct");
             }
@@ -359,7 +451,7 @@ fn machine_rows(a: &Side, b: &Side, metrics: &[MetricComparison]) -> Vec<Machine
                     key,
                     MachineRow {
                         side: side.to_owned(),
-                        fingerprint: r.fingerprint.clone(),
+                        fingerprint: (*fingerprint).clone(),
                         files: Vec::new(),
                         metrics: Vec::new(),
                     },

@@ -3,13 +3,14 @@
 
 use xrunlab_results::compare::FingerprintChange;
 use xrunlab_results::run::RunFile;
+use xrunlab_results::Fingerprint;
 
 /// Fingerprint fields left out of the diff: they differ from run to run on one machine and
 /// are shown per machine instead.
 const VARYING: &[&str] = &["steal_pct"];
 
 /// The distinct values of each field on each side, for the fields whose sets differ.
-fn diff_fields(
+pub fn diff_fields(
     a: &[serde_json::Map<String, serde_json::Value>],
     b: &[serde_json::Map<String, serde_json::Value>],
 ) -> Vec<FingerprintChange> {
@@ -54,9 +55,16 @@ fn as_map(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
 
 /// Fingerprint fields that differ between the sides.
 pub fn fingerprint_diff(a: &[&RunFile], b: &[&RunFile]) -> Vec<FingerprintChange> {
-    let maps = |side: &[&RunFile]| -> Vec<_> {
+    let pa: Vec<&Fingerprint> = a.iter().map(|r| &r.fingerprint).collect();
+    let pb: Vec<&Fingerprint> = b.iter().map(|r| &r.fingerprint).collect();
+    fingerprint_diff_of(&pa, &pb)
+}
+
+/// Fingerprint fields that differ between two sides' fingerprints (of any kind of result).
+pub fn fingerprint_diff_of(a: &[&Fingerprint], b: &[&Fingerprint]) -> Vec<FingerprintChange> {
+    let maps = |side: &[&Fingerprint]| -> Vec<_> {
         side.iter()
-            .map(|r| as_map(serde_json::to_value(&r.fingerprint).unwrap_or_default()))
+            .map(|f| as_map(serde_json::to_value(f).unwrap_or_default()))
             .collect()
     };
     diff_fields(&maps(a), &maps(b))

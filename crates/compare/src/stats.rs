@@ -1,6 +1,8 @@
 //! Pure statistics for comparing two sides: a permutation test and a bootstrap interval over
-//! runs (several repeats per side), and a block bootstrap over two histograms (one run per
-//! side). Every function takes its seeded RNG, so results are reproducible. Main thread.
+//! runs (several repeats per side), a block bootstrap over two histograms (one run per
+//! side), and an exact conditional binomial test with its Clopper-Pearson interval for event
+//! counts over exposure time (dropouts per hour). Every resampling function takes its seeded
+//! RNG, so results are reproducible; the rate test is exact and needs none. Main thread.
 
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
@@ -203,6 +205,101 @@ pub fn verdict_of(interval_pct: [f64; 2], p_value: f64) -> Option<bool> {
     shown.then_some(interval_pct[0] > 0.0)
 }
 
+/// What the exact rate test found for two event counts over their exposure times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateComparison {
+    /// B's rate over A's; `None` when A has no events.
+    pub ratio: Option<f64>,
+    /// [`CONFIDENCE`] interval of the ratio; the upper end is infinite when A has no events.
+    pub ratio_interval: [f64; 2],
+    /// Two-sided chance of a split of the events at least this uneven under equal rates.
+    pub p_value: f64,
+}
+
+/// Compares event rates: `a` events in `a_hours` against `b` events in `b_hours`. Given the
+/// total n = a + b, B's count is binomial with share π = b_hours·R / (a_hours + b_hours·R)
+/// for the rate ratio R, so the test of R = 1 and its interval are exact (no normal
+/// approximation, honest for the handful of dropouts a good run has): the chance is the
+/// doubled smaller tail at π₀ = b_hours / (a_hours + b_hours), and the interval is
+/// Clopper-Pearson's for π, turned into R. The two agree: the chance is below
+/// 1 − [`CONFIDENCE`] exactly when the interval leaves out 1. `None` when an exposure is not
+/// positive or there are no events at all (nothing to compare).
+pub fn rate_comparison(a: u64, a_hours: f64, b: u64, b_hours: f64) -> Option<RateComparison> {
+    let exposed = |h: f64| h.is_finite() && h > 0.0;
+    if !exposed(a_hours) || !exposed(b_hours) || a + b == 0 {
+        return None;
+    }
+    let n = a + b;
+    let pi0 = b_hours / (a_hours + b_hours);
+    let lower_tail = binomial_cdf(b, n, pi0);
+    let upper_tail = if b == 0 {
+        1.0
+    } else {
+        1.0 - binomial_cdf(b - 1, n, pi0)
+    };
+    let p_value = (2.0 * lower_tail.min(upper_tail)).min(1.0);
+    let tail = (1.0 - CONFIDENCE) / 2.0;
+    // Clopper-Pearson: the π at which seeing b or more (b or fewer) is just `tail` likely.
+    let pi_lo = if b == 0 {
+        0.0
+    } else {
+        bisect(|pi| 1.0 - binomial_cdf(b - 1, n, pi) - tail, true)
+    };
+    let pi_hi = if b == n {
+        1.0
+    } else {
+        bisect(|pi| binomial_cdf(b, n, pi) - tail, false)
+    };
+    let to_ratio = |pi: f64| {
+        if pi >= 1.0 {
+            f64::INFINITY
+        } else {
+            pi / (1.0 - pi) * a_hours / b_hours
+        }
+    };
+    Some(RateComparison {
+        ratio: (a > 0).then(|| (b as f64 / b_hours) / (a as f64 / a_hours)),
+        ratio_interval: [to_ratio(pi_lo), to_ratio(pi_hi)],
+        p_value,
+    })
+}
+
+/// The root in (0, 1) of `f` by bisection: `f` rises with π when `rising`, else falls.
+/// Sixty halvings leave less than 1e-18 of the unit interval.
+fn bisect(f: impl Fn(f64) -> f64, rising: bool) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..60 {
+        let mid = (lo + hi) / 2.0;
+        if (f(mid) < 0.0) == rising {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    (lo + hi) / 2.0
+}
+
+/// P(X ≤ k) for X ~ Binomial(n, p), summed term by term in log space so that large counts
+/// neither overflow the binomial coefficient nor underflow the whole sum.
+pub fn binomial_cdf(k: u64, n: u64, p: f64) -> f64 {
+    if k >= n || p <= 0.0 {
+        return 1.0;
+    }
+    if p >= 1.0 {
+        return 0.0;
+    }
+    let (lp, lq) = (p.ln(), (-p).ln_1p());
+    let mut ln_choose = 0.0f64;
+    let mut sum = 0.0;
+    for i in 0..=k {
+        if i > 0 {
+            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        sum += (ln_choose + i as f64 * lp + (n - i) as f64 * lq).exp();
+    }
+    sum.min(1.0)
+}
+
 /// Holm's step-down correction: which of `p_values` stay significant when the chance of any
 /// false finding over all of them together is held at 1 − [`CONFIDENCE`]. The smallest p must
 /// be below α/m, the next below α/(m−1), and so on, stopping at the first that is not.
@@ -333,5 +430,92 @@ mod tests {
         assert_eq!(holm(&[0.029, 0.029]), [false, false]);
         assert_eq!(holm(&[0.002; 12]), [true; 12]);
         assert!(holm(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_binomial_cdf_matches_known_values() {
+        // P(X ≤ 2) for Binomial(10, 0.3) = 0.3827827; P(X ≤ 5) for Binomial(10, 0.5) = 0.623046875.
+        assert!((binomial_cdf(2, 10, 0.3) - 0.382_782_7).abs() < 1e-7);
+        assert!((binomial_cdf(5, 10, 0.5) - 0.623_046_875).abs() < 1e-12);
+        assert_eq!(binomial_cdf(10, 10, 0.4), 1.0);
+        // Large n: the median of Binomial(100000, 0.5) leaves just over half below it.
+        let c = binomial_cdf(50_000, 100_000, 0.5);
+        assert!(c > 0.5 && c < 0.502, "{c}");
+    }
+
+    #[test]
+    fn the_rate_interval_is_clopper_pearsons() {
+        // 5 events on B of 10, equal hours: Clopper-Pearson for π is [0.187086, 0.812914]
+        // (the beta quantiles), so the ratio's is π/(1−π).
+        let r = rate_comparison(5, 1.0, 5, 1.0).unwrap();
+        let expect = |pi: f64| pi / (1.0 - pi);
+        assert!(
+            (r.ratio_interval[0] - expect(0.187_086_3)).abs() < 1e-5,
+            "{r:?}"
+        );
+        assert!(
+            (r.ratio_interval[1] - expect(0.812_913_7)).abs() < 1e-5,
+            "{r:?}"
+        );
+        assert_eq!(r.ratio, Some(1.0));
+        assert!((r.p_value - 1.0).abs() < 1e-12);
+        // None on A: the ratio is unbounded above, but its lower end and the chance are not.
+        let r = rate_comparison(0, 1.0, 12, 1.0).unwrap();
+        assert_eq!((r.ratio, r.ratio_interval[1]), (None, f64::INFINITY));
+        assert!(r.ratio_interval[0] > 1.0 && r.p_value < 0.001, "{r:?}");
+        // Exposure counts: 10 events in 1 hour against 20 in 2 hours is one rate.
+        let r = rate_comparison(10, 1.0, 20, 2.0).unwrap();
+        assert!(
+            (r.ratio.unwrap() - 1.0).abs() < 1e-12 && r.p_value > 0.9,
+            "{r:?}"
+        );
+        assert!(rate_comparison(0, 1.0, 0, 1.0).is_none());
+        assert!(rate_comparison(3, 0.0, 1, 1.0).is_none());
+    }
+
+    /// A Poisson count of mean `mean` (Knuth's product of uniforms, fine for small means).
+    fn poisson(rng: &mut StdRng, mean: f64) -> u64 {
+        let limit = (-mean).exp();
+        let (mut k, mut prod) = (0u64, rng.random::<f64>());
+        while prod > limit {
+            k += 1;
+            prod *= rng.random::<f64>();
+        }
+        k
+    }
+
+    /// Verdicts of 200 seeded trials of A at `rate` per hour over 2 h against B at
+    /// `rate × factor` over 3 h.
+    fn rate_trials(rate: f64, factor: f64) -> (u64, u64, u64) {
+        verdicts(|rng| {
+            let (a, b) = (poisson(rng, rate * 2.0), poisson(rng, rate * factor * 3.0));
+            let r = rate_comparison(a, 2.0, b, 3.0)?;
+            let shown = r.p_value < 1.0 - CONFIDENCE;
+            let interval_excludes_one = r.ratio_interval[0] > 1.0 || r.ratio_interval[1] < 1.0;
+            assert_eq!(
+                shown, interval_excludes_one,
+                "test and interval agree: {r:?}"
+            );
+            shown.then_some(r.ratio_interval[0] > 1.0)
+        })
+    }
+
+    #[test]
+    fn equal_dropout_rates_show_no_difference_in_at_least_90_percent_of_trials() {
+        let (better, worse, none) = rate_trials(6.0, 1.0);
+        assert!(
+            none >= TRIALS * 9 / 10,
+            "worse {worse} better {better} none {none}"
+        );
+    }
+
+    #[test]
+    fn a_threefold_dropout_rate_is_found_in_at_least_90_percent_of_trials() {
+        // About 12 dropouts on A and 54 on B per trial.
+        let (better, worse, none) = rate_trials(6.0, 3.0);
+        assert!(
+            worse >= TRIALS * 9 / 10,
+            "worse {worse} better {better} none {none}"
+        );
     }
 }

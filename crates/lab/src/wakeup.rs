@@ -10,7 +10,8 @@ use std::sync::Barrier;
 use std::time::Duration;
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{Engine, EngineConfig, RunStats};
-use xrunlab_sys::Outcome;
+use xrunlab_results::EncodedHistogram;
+use xrunlab_sys::{Fingerprint, Outcome};
 
 /// Threads allowed.
 pub const THREADS_RANGE: (usize, usize) = (1, 256);
@@ -109,6 +110,9 @@ pub struct ThreadLatency {
     pub latency: LatencySummary,
     /// Counts per 1 µs bucket, from 0 µs up to the cap.
     pub histogram: Vec<u64>,
+    /// Every latency in µs (overflows included, 1 ns steps) as HdrHistogram interchange text,
+    /// for `compare` and other HdrHistogram readers.
+    pub latency_us: EncodedHistogram,
     /// Loop numbers of the first overflows.
     pub overflow_cycles: Vec<u64>,
 }
@@ -131,6 +135,8 @@ pub struct LoadReport {
 pub struct WakeupResult {
     /// What was asked.
     pub params: WakeupParams,
+    /// The machine as the probe found it (steal time over the probe), as `run` records it.
+    pub fingerprint: Fingerprint,
     /// One entry per thread.
     pub threads: Vec<ThreadLatency>,
     /// The engine beside the probe, if it ran.
@@ -146,6 +152,8 @@ pub struct WakeupResult {
 /// Runs the probe. Each thread's histogram is allocated before the barrier that starts measuring.
 pub fn run(p: &WakeupParams, ctx: &Ctx) -> Result<WakeupResult, LabError> {
     p.validate()?;
+    let proc_root = xrunlab_sys::default_proc_root();
+    let mut fingerprint = Fingerprint::collect(proc_root, xrunlab_sys::default_sys_root());
     let mlock = if p.mlock {
         xrunlab_sys::lock_memory()
     } else {
@@ -198,6 +206,7 @@ pub fn run(p: &WakeupParams, ctx: &Ctx) -> Result<WakeupResult, LabError> {
                         sched,
                         latency: hist.summary(),
                         histogram: hist.buckets().to_vec(),
+                        latency_us: EncodedHistogram::encode(hist.distribution()),
                         overflow_cycles: hist.overflow_cycles().to_vec(),
                     }
                 })
@@ -234,8 +243,10 @@ pub fn run(p: &WakeupParams, ctx: &Ctx) -> Result<WakeupResult, LabError> {
         }
     });
     let stopped_early = stopped_early || threads.iter().any(|t| t.latency.count < p.loops);
+    fingerprint.finish(proc_root);
     Ok(WakeupResult {
         params: p.clone(),
+        fingerprint,
         threads,
         load,
         pm_qos,

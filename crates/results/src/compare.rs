@@ -43,6 +43,10 @@ pub enum Method {
     /// One run per side: a block bootstrap over the runs' histograms (weak evidence: it cannot
     /// see run-to-run variation).
     BlockBootstrapOneRun,
+    /// Events over exposure (dropouts per hour): the exact conditional binomial test of the
+    /// two sides' pooled counts given their hours, and Clopper-Pearson's interval of the rate
+    /// ratio; the change is of the pooled rates, not of the runs' medians.
+    ExactRateTest,
     /// The figure cannot be resampled (max, counts with one run): both sides shown, no verdict.
     Descriptive,
 }

@@ -78,6 +78,23 @@ impl EncodedHistogram {
         }
         self.decode()
     }
+    /// The complementary cumulative distribution, as cyclictest users plot it: per recorded
+    /// bucket, `[x, fraction]` where `x` is the bucket's lowest value in this histogram's unit
+    /// and `fraction` the share of samples at `x` or above (within the histogram's resolution,
+    /// a value equal to `x` cannot be told from one just above it). Fractions fall from 1 to
+    /// 1/count, never 0, so they fit a log axis. Empty for an empty histogram.
+    pub fn ccdf(&self) -> Result<Vec<[f64; 2]>, String> {
+        let h = self.decode()?;
+        let total = h.len();
+        let mut out = Vec::new();
+        let mut below = 0u64;
+        for v in h.iter_recorded() {
+            let x = h.lowest_equivalent(v.value_iterated_to()) as f64 / self.units_per_value;
+            out.push([x, (total - below) as f64 / total as f64]);
+            below += v.count_at_value();
+        }
+        Ok(out)
+    }
 }
 
 /// The unit name of a scale.
@@ -110,5 +127,17 @@ mod tests {
         let mut broken = e.clone();
         broken.data.truncate(broken.data.len() / 2);
         assert!(broken.decode().is_err());
+    }
+
+    #[test]
+    fn the_ccdf_falls_from_all_samples_to_the_last_one() {
+        let mut d = Distribution::new(Scale::Micros);
+        for v in [10.0, 10.0, 20.0, 40.0] {
+            d.record(v);
+        }
+        let c = EncodedHistogram::encode(&d).ccdf().unwrap();
+        assert_eq!(c, [[10.0, 1.0], [20.0, 0.5], [40.0, 0.25]]);
+        let empty = EncodedHistogram::encode(&Distribution::new(Scale::Percent));
+        assert!(empty.ccdf().unwrap().is_empty());
     }
 }

@@ -1,5 +1,6 @@
 //! xrunlab's result files as types that are written and read back with the same definition:
-//! the run result ([`run::RunResult`]) and the compare result ([`compare::CompareResult`]),
+//! the run result ([`run::RunResult`]), the compare result ([`compare::CompareResult`]) and
+//! the `probe wakeup` result as compare reads it ([`probe::WakeupFile`]),
 //! each with one schema constant, their distributions as HdrHistogram interchange text
 //! ([`histogram::EncodedHistogram`]), reading that names the file and field of what is wrong
 //! ([`read::ReadError`]), and one atomic writer ([`write::write_atomically`]). Used by the main
@@ -8,6 +9,7 @@
 
 pub mod compare;
 pub mod histogram;
+pub mod probe;
 pub mod read;
 pub mod run;
 pub mod write;

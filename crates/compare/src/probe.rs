@@ -1,0 +1,201 @@
+//! Compares `probe wakeup` results side against side: per side, each file's threads merged
+//! into one wake-up latency distribution, then p50, p99, p99.9 and max compared with the same
+//! statistics as run results (runs of the probe as repeats, or one each by block bootstrap).
+//! Main thread.
+
+use crate::analyse::{machine_rows_of, CompareError, Machine, Options, SEED};
+use crate::diff::{diff_fields, fingerprint_diff_of};
+use crate::stats;
+use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use std::path::PathBuf;
+use xrunlab_engine::Scale;
+use xrunlab_results::compare::{
+    CompareResult, Method, MetricComparison, SideDistribution, Verdict, SCHEMA,
+};
+use xrunlab_results::probe::WakeupFile;
+use xrunlab_results::{EncodedHistogram, Fingerprint, Provenance, ReadError};
+
+/// One side of probes: their files, read.
+pub type ProbeSide = [(PathBuf, WakeupFile)];
+
+/// Settings that make two probes measure different things (the number of loops and the
+/// histogram's cap do not).
+const WORKLOAD: &[&str] = &[
+    "threads",
+    "class",
+    "interval",
+    "cpus",
+    "pm_qos",
+    "mlock",
+    "with_load",
+];
+
+/// Every thread of one probe merged.
+fn merged_threads(path: &std::path::Path, f: &WakeupFile) -> Result<Histogram<u64>, ReadError> {
+    let mut out: Option<Histogram<u64>> = None;
+    for (i, t) in f.result.threads.iter().enumerate() {
+        let h = t.latency_us.decode_as(Scale::Micros).map_err(|problem| {
+            ReadError::new(path, &format!("result.threads[{i}].latency_us"), problem)
+        })?;
+        match out.as_mut() {
+            None => out = Some(h),
+            Some(o) => o.add(&h).map_err(|e| {
+                ReadError::new(
+                    path,
+                    &format!("result.threads[{i}].latency_us"),
+                    format!("{e:?}"),
+                )
+            })?,
+        }
+    }
+    out.filter(|h| !h.is_empty())
+        .ok_or_else(|| ReadError::new(path, "result.threads", "no thread recorded a wake-up"))
+}
+
+fn sum(hs: &[Histogram<u64>]) -> Histogram<u64> {
+    let mut out = hs[0].clone();
+    for h in &hs[1..] {
+        // One scale's bounds: adding cannot fail.
+        out.add(h).expect("histograms of one scale add");
+    }
+    out
+}
+
+/// Compares probe side B against A.
+pub fn compare_probes(
+    a: &ProbeSide,
+    b: &ProbeSide,
+    options: Options,
+    provenance: Provenance,
+) -> Result<CompareResult, CompareError> {
+    if a.is_empty() {
+        return Err(CompareError::EmptySide("A"));
+    }
+    if b.is_empty() {
+        return Err(CompareError::EmptySide("B"));
+    }
+    let decode = |side: &ProbeSide| -> Result<Vec<Histogram<u64>>, CompareError> {
+        side.iter()
+            .map(|(p, f)| merged_threads(p, f).map_err(CompareError::Read))
+            .collect()
+    };
+    let (ha, hb) = (decode(a)?, decode(b)?);
+    let params = |side: &ProbeSide| -> Vec<serde_json::Map<String, serde_json::Value>> {
+        side.iter()
+            .map(|(_, f)| {
+                f.result
+                    .params
+                    .iter()
+                    .filter(|(k, _)| WORKLOAD.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .collect()
+    };
+    let workload = diff_fields(&params(a), &params(b));
+    if !workload.is_empty() && !options.force {
+        return Err(CompareError::Workload(workload));
+    }
+    let mut notes =
+        vec!["probe wakeup results: each file's threads merged into one distribution".to_owned()];
+    if !workload.is_empty() {
+        notes.push("different probe settings compared because --force was given".to_owned());
+    }
+    if a.iter().chain(b).any(|(_, f)| f.incomplete) {
+        notes.push("some probes were stopped before every loop ran".to_owned());
+    }
+    let repeats = a.len() >= 2 && b.len() >= 2;
+    if !repeats {
+        notes.push(format!(
+            "{} probe(s) on side A and {} on side B: the intervals come from a block bootstrap \
+             over the wake-ups, which cannot see how much probes differ from each other; this \
+             is weak evidence, so repeat each side",
+            a.len(),
+            b.len()
+        ));
+    }
+    let (ma, mb) = (sum(&ha), sum(&hb));
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut metrics = Vec::new();
+    for (name, q) in [
+        ("wake-up p50", Some(0.5)),
+        ("wake-up p99", Some(0.99)),
+        ("wake-up p99.9", Some(0.999)),
+        ("wake-up max", None),
+    ] {
+        let value = |h: &Histogram<u64>| {
+            let units = match q {
+                Some(q) => h.value_at_quantile(q),
+                None => h.max(),
+            };
+            units as f64 / Scale::Micros.units_per_value()
+        };
+        let va: Vec<f64> = ha.iter().map(value).collect();
+        let vb: Vec<f64> = hb.iter().map(value).collect();
+        let (a_median, b_median) = (stats::median(&va), stats::median(&vb));
+        let (method, interval, p) = match q {
+            _ if repeats => {
+                let p = stats::permutation_p(&va, &vb, &mut rng);
+                let i = stats::runs_change_interval(&va, &vb, &mut rng);
+                (Method::PermutationOverRuns, i, i.map(|_| p))
+            }
+            Some(q) => {
+                let c = stats::histogram_change(&ma, &mb, q, &mut rng);
+                (
+                    Method::BlockBootstrapOneRun,
+                    c.map(|c| c.interval_pct),
+                    c.map(|c| c.p_value),
+                )
+            }
+            None => (Method::Descriptive, None, None),
+        };
+        let verdict = match interval.zip(p).and_then(|(i, p)| stats::verdict_of(i, p)) {
+            Some(true) => Verdict::Worse,
+            Some(false) => Verdict::Better,
+            None => Verdict::NoDifference,
+        };
+        metrics.push(MetricComparison {
+            metric: name.to_owned(),
+            unit: "us".to_owned(),
+            a: va,
+            b: vb,
+            a_median,
+            b_median,
+            change_pct: stats::change_pct(a_median, b_median),
+            interval_pct: interval,
+            verdict,
+            p_value: p,
+            method,
+        });
+    }
+    let fa: Vec<Machine> = a
+        .iter()
+        .map(|(p, f)| (p.as_path(), &f.result.fingerprint))
+        .collect();
+    let fb: Vec<Machine> = b
+        .iter()
+        .map(|(p, f)| (p.as_path(), &f.result.fingerprint))
+        .collect();
+    let pa: Vec<&Fingerprint> = fa.iter().map(|m| m.1).collect();
+    let pb: Vec<&Fingerprint> = fb.iter().map(|m| m.1).collect();
+    let files = |side: &ProbeSide| side.iter().map(|(p, _)| p.display().to_string()).collect();
+    Ok(CompareResult {
+        schema: SCHEMA.to_owned(),
+        provenance,
+        a_files: files(a),
+        b_files: files(b),
+        fingerprint_diff: fingerprint_diff_of(&pa, &pb),
+        workload_diff: workload,
+        confidence: stats::CONFIDENCE,
+        notes,
+        machines: machine_rows_of(&fa, &fb, &metrics),
+        metrics,
+        distributions: vec![SideDistribution {
+            name: "wake-up latency".to_owned(),
+            a: EncodedHistogram::of(&ma, Scale::Micros),
+            b: EncodedHistogram::of(&mb, Scale::Micros),
+        }],
+    })
+}
