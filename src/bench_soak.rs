@@ -1,6 +1,7 @@
 //! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (engine, run collector with its summary, optional CSV) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader), and samples the process's resident memory to show it stays flat; runs on the main thread (the dashboard mode adds its own threads).
 
-use crate::cli::{DeviceKind, SoakArgs};
+use crate::cli::parse::DeviceKind;
+use crate::cli::SoakArgs;
 use crate::csv_out::{CsvOut, CsvRows};
 use crate::devices;
 use crate::Failure;
