@@ -96,7 +96,8 @@ pub struct SoakArgs<E: Args> {
     #[arg(long, conflicts_with = "dashboard")]
     pub csv: bool,
     /// Soak the dashboard's path instead of `run`'s: its engine thread, telemetry and server,
-    /// with one WebSocket reader standing in for a page (no browser).
+    /// with one WebSocket reader standing in for a page (no browser; needs a build with the
+    /// `soak-client` feature).
     #[arg(long)]
     pub dashboard: bool,
     /// Write the samples, growth and provenance as JSON too.
