@@ -71,9 +71,10 @@ lychee --offline --no-progress README.md
 # The JACK and watch tests drive a real late client (crates/jack-testkit); cargo builds a
 # package's binaries only for that package's tests, so build it first.
 cargo build -p xrunlab-jack-testkit --bins --locked
-cargo test --workspace --features jack,pipewire --locked -- --include-ignored
+# soak-client: `bench soak --dashboard`'s WebSocket reader (tests/cli/soak.rs), not shipped.
+cargo test --workspace --features jack,pipewire,soak-client --locked -- --include-ignored
 # The browser tests drive the binary the Rust tests just built (with JACK).
-cargo build --features jack,pipewire --locked --bin xrunlab
+cargo build --features jack,pipewire,soak-client --locked --bin xrunlab
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh
 # The Debian package: built from a release build, installed with dpkg, run from /usr/bin, removed.
 bash tests/package/deb.sh

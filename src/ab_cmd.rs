@@ -3,7 +3,8 @@
 //! with a progress bar and the stop signals, then compares the finished runs as `compare`
 //! does (printing, --json, --fail-if-worse); runs on the main thread.
 
-use crate::cli::{AbArgs, EngineArgs};
+use crate::cli::compare::AbArgs;
+use crate::cli::run::EngineArgs;
 use crate::signals::StopSignals;
 use crate::{devices, files, Failure};
 use clap::Parser;

@@ -1,7 +1,7 @@
 //! `xrunlab bench explain`: what `--explain` costs, measured side by side in one invocation: runs with and without the kernel tracer interleaved at one sine count (load p50/p99, dropouts, kernel events/s, lost events, the reader thread's CPU), then the dropout-free capacity with and without it (the lab crate's capacity search, its trials run with the explain collector on); prints a table and writes JSON with provenance; runs on the main thread (the engine's threads render, the tracer has its own reader thread).
 
-use crate::cli::ExplainBenchArgs;
-use crate::lab_cli::CapacityPreset;
+use crate::cli::bench::ExplainBenchArgs;
+use crate::cli::parse::CapacityPreset;
 use crate::signals::StopSignals;
 use crate::{files, Failure};
 use serde::Serialize;

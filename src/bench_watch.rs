@@ -2,7 +2,8 @@
 //! a culprit of our own (an xrunlab JACK client that stalls on purpose); runs on the main thread,
 //! the culprit and watch as child processes.
 
-use crate::cli::{WatchBenchArgs, WatchServer};
+use crate::cli::bench::WatchBenchArgs;
+use crate::cli::parse::WatchServer;
 use crate::watch_source::pipewire_answers;
 use crate::Failure;
 use serde_json::Value;

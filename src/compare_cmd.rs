@@ -2,7 +2,7 @@
 //! bad file, or a mix of the two kinds, is a usage error naming the file and field), compares them (xrunlab-compare), prints the table, writes the
 //! compare result, and gates with --fail-if-worse; runs on the main thread.
 
-use crate::cli::CompareArgs;
+use crate::cli::compare::CompareArgs;
 use crate::Failure;
 use std::path::PathBuf;
 use xrunlab_compare::{compare, compare_probes, held_over_table, CompareError, Options};

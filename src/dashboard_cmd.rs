@@ -1,6 +1,7 @@
 //! `xrunlab` / `xrunlab dashboard`: starts the engine on the chosen device and serves the live dashboard until Ctrl-C; runs on the main thread (the dashboard starts its own threads).
 
-use crate::cli::{DashboardArgs, DeviceKind};
+use crate::cli::parse::DeviceKind;
+use crate::cli::DashboardArgs;
 use crate::devices;
 use crate::Failure;
 use xrunlab_dash::{Access, DashError, DashOptions, DeviceFactory, Fault};

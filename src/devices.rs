@@ -1,6 +1,7 @@
 //! Opens the audio device a command asked for (simulated, or JACK when built with it); runs on the main thread.
 
-use crate::cli::{DeviceKind, EngineArgs};
+use crate::cli::parse::DeviceKind;
+use crate::cli::run::EngineArgs;
 use crate::jack_support::{self, JackArgs};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{Device, EngineConfig};

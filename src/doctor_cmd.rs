@@ -1,6 +1,6 @@
 //! `xrunlab doctor`: checks the machine, optionally applies one reversible setting and measures process-local toggles, prints the report and writes the JSON; runs on the main thread (stop signals only set flags it polls).
 
-use crate::cli::DoctorArgs;
+use crate::cli::doctor::DoctorArgs;
 use crate::files;
 use crate::Failure;
 use serde::Serialize;

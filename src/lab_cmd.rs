@@ -1,12 +1,13 @@
 //! The experiment commands (`probe`, `sweep`, `capacity`): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
 
-use crate::cli::DeviceKind;
+use crate::cli::lab::{
+    BufferArgs, CapacityArgs, LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs,
+    SweepArgs, SweepCommand, ThreadsArgs, WakeupArgs,
+};
+use crate::cli::parse::CapacityPreset;
+use crate::cli::parse::DeviceKind;
 use crate::devices;
 use crate::jack_support::JackArgs;
-use crate::lab_cli::{
-    BufferArgs, CapacityArgs, CapacityPreset, LabOut, PlacementArgs, PolicyArg, ProbeArgs,
-    ProbeCommand, SleepArgs, SweepArgs, SweepCommand, ThreadsArgs, WakeupArgs,
-};
 use crate::signals::StopSignals;
 use crate::{files, Failure};
 use std::io::IsTerminal;

@@ -16,7 +16,6 @@ mod explain_run;
 mod explain_text;
 mod files;
 mod jack_support;
-mod lab_cli;
 mod lab_cmd;
 mod man_cmd;
 mod report_cmd;

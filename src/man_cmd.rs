@@ -1,6 +1,7 @@
 //! `xrunlab man` and `xrunlab completions`: man pages (clap_mangen) and shell completion scripts (clap_complete) made from the same clap definitions as the parser, so they never drift from it; runs on the main thread.
 
-use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use crate::cli::docs::{CompletionsArgs, ManArgs};
+use crate::cli::Cli;
 use crate::Failure;
 use clap::CommandFactory;
 use std::io::Write;

@@ -3,7 +3,7 @@
 //! self-contained HTML page that draws them, with the dashboard's chart module and the report's
 //! drawing code inlined (no network); runs on the main thread.
 
-use crate::cli::ReportArgs;
+use crate::cli::report::ReportArgs;
 use crate::{files, Failure};
 use serde_json::Value;
 use xrunlab_results::compare::{CompareResult, SCHEMA as COMPARE_SCHEMA};

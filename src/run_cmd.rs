@@ -1,6 +1,6 @@
 //! `xrunlab run` and `xrunlab render`: start the engine, collect every buffer, script bursts and faults, checkpoint the JSON every 10 s, and write the summary, JSON and CSV at the end, also on a stop signal or device failure; runs on the main thread.
 
-use crate::cli::{EngineArgs, RenderArgs, RunArgs};
+use crate::cli::run::{EngineArgs, RenderArgs, RunArgs};
 use crate::csv_out::{CsvOut, CsvRows};
 use crate::explain_run::Extras;
 use crate::files;
@@ -376,7 +376,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
 
 pub fn render(args: &RenderArgs) -> Result<(), Failure> {
     let only_sim = |_: &EngineConfig| {
-        if args.engine.device != crate::cli::DeviceKind::Sim {
+        if args.engine.device != crate::cli::parse::DeviceKind::Sim {
             return Err(Failure::Usage(
                 "render writes a file with the offline device; --device does not apply".into(),
             ));

@@ -3,7 +3,8 @@
 //! tracer's reader and the server client's loop on threads of their own. Read-only: it changes
 //! nothing in the graph, the quantum, priorities or affinity.
 
-use crate::cli::{WatchArgs, WatchServer};
+use crate::cli::parse::WatchServer;
+use crate::cli::watch::WatchArgs;
 use crate::csv_out::partial_path;
 use crate::files;
 use crate::signals::StopSignals;

@@ -86,6 +86,8 @@ fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
     assert_csv_removed(&stdout);
 }
 
+// The reader is a test client, built in only with the `soak-client` feature (test.sh has it).
+#[cfg(feature = "soak-client")]
 #[test]
 fn a_short_soak_on_the_dashboard_path_reads_frames_over_a_websocket() {
     let _cpus = cpus_shared();
@@ -97,6 +99,15 @@ fn a_short_soak_on_the_dashboard_path_reads_frames_over_a_websocket() {
     let frames = r["frames_received"].as_u64().unwrap();
     assert!(frames >= 10, "{frames} frames read in 3 s");
     assert!(r["summary"].is_null());
+}
+
+#[cfg(not(feature = "soak-client"))]
+#[test]
+fn without_the_soak_client_feature_the_dashboard_path_is_a_usage_error_naming_it() {
+    usage_error(
+        &["bench", "soak", "--duration", "1s", "--dashboard"],
+        &["--dashboard", "`soak-client` feature", "cargo build"],
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
-//! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (engine, run collector with its summary, optional CSV) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader), and samples the process's resident memory to show it stays flat; runs on the main thread (the dashboard mode adds its own threads).
+//! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (engine, run collector with its summary, optional CSV) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader, in `client_on.rs` behind the `soak-client` feature), and samples the process's resident memory to show it stays flat; runs on the main thread (the dashboard mode adds its own threads).
 
-use crate::cli::{DeviceKind, SoakArgs};
+use crate::cli::parse::DeviceKind;
+use crate::cli::SoakArgs;
 use crate::csv_out::{CsvOut, CsvRows};
 use crate::devices;
 use crate::Failure;
@@ -12,6 +13,15 @@ use std::time::{Duration, Instant};
 use xrunlab_dash::{DashOptions, DeviceFactory};
 use xrunlab_engine::{Engine, EngineConfig, RunCollector, Summary};
 use xrunlab_sys::Provenance;
+
+// The WebSocket reader of `--dashboard` is a test client: the shipped binary leaves it out
+// unless built with the `soak-client` feature ("off" says how to get a build that has it).
+#[cfg(feature = "soak-client")]
+#[path = "client_on.rs"]
+mod client;
+#[cfg(not(feature = "soak-client"))]
+#[path = "client_off.rs"]
+mod client;
 
 /// Buffer size a soak uses unless `--buffer` says otherwise: the smallest common one, where
 /// per-buffer memory would grow fastest (1500 buffers a second at 48 kHz).
@@ -188,6 +198,9 @@ struct PathEnd {
 }
 
 pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
+    if args.dashboard {
+        client::available().map_err(Failure::Usage)?;
+    }
     let base = EngineConfig {
         buffer_frames: SOAK_BUFFER_FRAMES,
         ..EngineConfig::default()
@@ -386,40 +399,6 @@ fn soak_end(t: Duration, args: &SoakArgs, interrupted: &AtomicBool) -> Option<(b
     (t >= args.duration).then(|| (true, "duration reached".to_owned()))
 }
 
-/// Reads telemetry frames like a page would, counting them, until the server closes the socket.
-async fn read_frames(
-    url: String,
-    token: Option<String>,
-    frames: Arc<AtomicU64>,
-) -> Result<(), String> {
-    use futures_util::StreamExt;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut request = url
-        .as_str()
-        .into_client_request()
-        .map_err(|e| format!("bad WebSocket URL {url}: {e}"))?;
-    if let Some(token) = token {
-        // The dashboard asks every client for its token; a script sends it as a Bearer header.
-        let value = format!("Bearer {token}")
-            .parse()
-            .map_err(|e| format!("the dashboard's token does not fit a header: {e}"))?;
-        request.headers_mut().insert("authorization", value);
-    }
-    let (mut socket, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .map_err(|e| format!("the WebSocket reader could not connect to {url}: {e}"))?;
-    while let Some(message) = socket.next().await {
-        match message {
-            Ok(tokio_tungstenite::tungstenite::Message::Text(_)) => {
-                frames.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-    Ok(())
-}
-
 /// The dashboard's path without a browser: `xrunlab_dash::start` on loopback (any free port)
 /// runs the engine-owner thread, which drains the engine and publishes telemetry frames, and
 /// the server, whose per-page task streams them to one WebSocket reader.
@@ -453,7 +432,7 @@ fn dashboard_path(
             .map_err(|e| Failure::Runtime(e.to_string()))?;
         let url = format!("ws://127.0.0.1:{}/ws", running.local_addr().port());
         let token = running.token().map(|t| t.as_str().to_owned());
-        let reader = tokio::spawn(read_frames(url, token, frames.clone()));
+        let reader = tokio::spawn(client::read_frames(url, token, frames.clone()));
         let t0 = Instant::now();
         let (complete, mut end) = loop {
             tokio::time::sleep(TICK).await;

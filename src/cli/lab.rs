@@ -1,6 +1,6 @@
-//! Command-line arguments of the experiments (`probe`, `sweep`, `capacity`) and their conversion into the lab crate's parameters; runs on the main thread.
+//! `probe`, `sweep` and `capacity`'s arguments (the experiments; `lab_cmd` turns them into the lab crate's parameters); parsed on the main thread.
 
-use crate::cli::parse_duration;
+use super::parse::{parse_duration, within, CapacityPreset, DeviceKind};
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -180,12 +180,6 @@ pub struct BufferArgs {
     pub out: LabOut,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CapacityPreset {
-    Standard,
-    Optimal,
-}
-
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
     /// Buffer sizes in frames, comma-separated, each 16..=4096 (default 64,128,256; --quick 128).
@@ -212,14 +206,14 @@ pub struct CapacityArgs {
     )]
     pub burst_load: f64,
     /// Audio device: the simulated one, or a running JACK server (asked for each buffer size).
-    #[arg(long, value_enum, default_value_t = crate::cli::DeviceKind::Sim)]
-    pub device: crate::cli::DeviceKind,
+    #[arg(long, value_enum, default_value_t = DeviceKind::Sim)]
+    pub device: DeviceKind,
     /// With --device jack: the server's name (`jackd -n NAME`); default: $JACK_DEFAULT_SERVER or "default".
     #[arg(long, value_name = "NAME")]
     pub jack_server: Option<String>,
     /// Test hook: the kernel costs K times as much, 1..=16; the result says so.
     #[arg(long, value_name = "K", default_value_t = 1, hide = true,
-          allow_negative_numbers = true, value_parser = crate::cli::within(xrunlab_engine::config::limit::KERNEL_SLOWDOWN))]
+          allow_negative_numbers = true, value_parser = within(xrunlab_engine::config::limit::KERNEL_SLOWDOWN))]
     pub kernel_slowdown: u32,
     #[command(flatten)]
     pub out: LabOut,

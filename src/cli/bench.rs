@@ -1,0 +1,108 @@
+//! `bench`'s arguments (its table, `bench soak`, `bench explain`, `bench watch`); parsed on the main thread.
+
+use super::parse::{parse_duration, CapacityPreset, WatchServer};
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+// E is the engine's flags (`run::EngineArgs`) that `bench soak` takes, given in `cli`'s top so
+// that this family uses no sibling.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs<E: Args> {
+    #[command(subcommand)]
+    pub mode: Option<BenchMode<E>>,
+    /// Shorter measurements (for a quick look; noisier).
+    #[arg(long)]
+    pub quick: bool,
+    /// Write the figures as JSON too.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchMode<E: Args> {
+    /// Run the engine for a long time (32 frames unless --buffer says otherwise) and sample
+    /// the process's resident memory, to show it stays flat (target: under 2 MB of growth).
+    Soak(Box<SoakArgs<E>>),
+    /// What `--explain` costs, measured side by side in one invocation: runs with and without
+    /// the kernel tracer interleaved at one sine count (load p50/p99, kernel events/s, lost
+    /// events, the reader's CPU), then the dropout-free capacity with and without it.
+    Explain(ExplainBenchArgs),
+    /// What `watch` achieves and costs on a running server: an xrunlab JACK client (through
+    /// pw-jack on PipeWire) stalls on purpose, and watch, with and without kernel events, must
+    /// report each stall and name that client; prints its CPU, the reported share, the share
+    /// named correctly, the delay from xrun to card, and lost kernel events.
+    Watch(WatchBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WatchBenchArgs {
+    /// The server to measure on (it must be running; auto: PipeWire when its socket answers).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub server: WatchServer,
+    /// The JACK server's name.
+    #[arg(long, value_name = "NAME")]
+    pub jack_server: Option<String>,
+    /// How long each mode watches.
+    #[arg(long, value_name = "DUR", default_value = "20s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// How often the culprit stalls (each stall is one induced xrun).
+    #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = parse_duration)]
+    pub stall_every: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainBenchArgs {
+    /// The load of the interleaved runs, in sines (the target is at most +2 % p50 load at 1000).
+    #[arg(long, default_value_t = 1000)]
+    pub sines: usize,
+    /// Rounds; each runs once without and once with --explain, in alternating order
+    /// (off-on, on-off, ...), so drift in the machine's other load hits both modes alike.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
+    /// Length of each run, after 0.5 s of settling that is not counted (default 10s; --quick 1s).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Buffer size in frames, 16..=4096.
+    #[arg(long, value_name = "FRAMES", default_value_t = 128)]
+    pub buffer: u32,
+    /// Thread layout of the runs and the capacity trials.
+    #[arg(long, value_enum, default_value_t = CapacityPreset::Standard)]
+    pub preset: CapacityPreset,
+    /// How long each capacity trial must stay dropout-free, 200ms..=1h (default 3s; --quick 500ms).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub capacity_seconds: Option<Duration>,
+    /// Skip the capacity searches (they take a few minutes).
+    #[arg(long)]
+    pub no_capacity: bool,
+    /// A short look (1 round of 1 s runs, a coarse capacity search): what the tests use.
+    #[arg(long)]
+    pub quick: bool,
+    /// Write every run, the comparison and provenance as JSON (rewritten after each run).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SoakArgs<E: Args> {
+    /// How long to run, e.g. 30m, 3m, 8h.
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// How often to sample resident memory (also sampled at the start and the end).
+    #[arg(long, value_name = "DUR", default_value = "1m", value_parser = parse_duration)]
+    pub sample_every: Duration,
+    /// Also write `run --csv`'s per-buffer rows, to a temporary file removed at the end.
+    #[arg(long, conflicts_with = "dashboard")]
+    pub csv: bool,
+    /// Soak the dashboard's path instead of `run`'s: its engine thread, telemetry and server,
+    /// with one WebSocket reader standing in for a page (no browser; needs a build with the
+    /// `soak-client` feature).
+    #[arg(long)]
+    pub dashboard: bool,
+    /// Write the samples, growth and provenance as JSON too.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: E,
+}
