@@ -24,8 +24,8 @@ use xrunlab_trace::perfetto::KERNEL_PID;
 use xrunlab_trace::{now_ns, PerfettoOptions, PerfettoWriter, TraceOptions, Tracer, Track};
 use xrunlab_watch::jack_chain::{derive_cycles, pick_threads};
 use xrunlab_watch::{
-    card, confirm, map_node, words, Card, Confidence, Detector, Kernel, Mapping, Summary, Tally,
-    Xrun,
+    card, confirm, map_node, words, Card, Confidence, Detector, Faults, Kernel, Mapping, Summary,
+    Tally, Xrun,
 };
 
 /// The result file's schema.
@@ -48,6 +48,10 @@ const JACK_SAMPLE_SPAN_NS: u64 = 400_000_000;
 /// How long the JACK server's and clients' threads, read from /proc, are used before being
 /// read again (a graph change is seen within this).
 const JACK_CHAIN_REFRESH: Duration = Duration::from_secs(3);
+/// How often the mapped threads' page-fault counters are sampled, and how many samples are kept
+/// per thread (a card needs one from before its xrun, which it gets within about 0.1 s).
+const FAULT_SAMPLE: Duration = Duration::from_millis(250);
+const FAULT_SAMPLES_KEPT: usize = 8;
 /// How often --json is rewritten while watching, so a killed watch leaves a recent summary.
 const CHECKPOINT: Duration = Duration::from_secs(10);
 
@@ -236,10 +240,73 @@ struct State {
     jack_sampled: Instant,
     /// JACK: the server's and clients' threads, and when they were read.
     jack_chain: Option<(JackChain, Instant)>,
+    /// Each mapped thread's page-fault counters, sampled every 250 ms: (ns, minor, major), the
+    /// last few, so that a card finds one taken before its xrun.
+    fault_samples: HashMap<i32, VecDeque<(u64, u64, u64)>>,
+    faults_sampled: Instant,
     gaps: u64,
 }
 
 impl State {
+    /// The threads whose page faults are followed: every node's mapped thread.
+    fn mapped_threads(&self) -> Vec<(i32, i32)> {
+        let mapped = self
+            .mappings
+            .values()
+            .filter_map(|m| Some((m.pid?, m.thread.as_ref()?.tid)));
+        let jack = self
+            .jack_threads
+            .iter()
+            .filter_map(|(id, (tid, _))| Some((self.names.get(id)?.1?, *tid)));
+        mapped.chain(jack).collect()
+    }
+
+    /// Samples the followed threads' page-fault counters (and forgets threads no longer mapped).
+    fn sample_faults(&mut self) {
+        // A node's thread is found once, so that its first card has a sample from before it.
+        for (id, (_, pid)) in &self.names {
+            if !self.mappings.contains_key(id) {
+                self.mappings
+                    .insert(*id, map_node(Path::new("/proc"), *pid));
+            }
+        }
+        let threads = self.mapped_threads();
+        self.fault_samples
+            .retain(|tid, _| threads.iter().any(|(_, t)| t == tid));
+        let now = now_ns();
+        for (pid, tid) in threads {
+            if let Ok((minor, major)) =
+                xrunlab_sys::procfs::read_thread_faults(Path::new("/proc"), pid, tid)
+            {
+                let s = self.fault_samples.entry(tid).or_default();
+                s.push_back((now, minor, major));
+                if s.len() > FAULT_SAMPLES_KEPT {
+                    s.pop_front();
+                }
+            }
+        }
+    }
+
+    /// The page faults of the card's thread from the last sample before its xrun until now.
+    fn faults_of(&self, c: &Card) -> Option<Faults> {
+        let m = c.mapping.as_ref()?;
+        let (pid, tid) = (m.pid?, m.thread.as_ref()?.tid);
+        let (at, minor0, major0) = self
+            .fault_samples
+            .get(&tid)?
+            .iter()
+            .rev()
+            .find(|s| s.0 <= c.xrun.cycle_start_ns)
+            .copied()?;
+        let (minor, major) =
+            xrunlab_sys::procfs::read_thread_faults(Path::new("/proc"), pid, tid).ok()?;
+        Some(Faults {
+            minor: minor.saturating_sub(minor0),
+            major: major.saturating_sub(major0),
+            span_ms: now_ns().saturating_sub(at) as f64 / 1e6,
+        })
+    }
+
     fn mapping(&mut self, id: u32) -> Mapping {
         let pid = self.names.get(&id).and_then(|n| n.1);
         if let (Some(&(tid, wakes)), Some(pid)) = (self.jack_threads.get(&id), pid) {
@@ -427,6 +494,8 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         jack_observed_until: 0,
         jack_sampled: Instant::now(),
         jack_chain: None,
+        fault_samples: HashMap::new(),
+        faults_sampled: Instant::now(),
         gaps: 0,
     };
     let end_reason;
@@ -490,6 +559,10 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             None => {}
         }
         flush_cards(&mut st, &kernel, &mut out, source.as_mut(), false)?;
+        if st.faults_sampled.elapsed() >= FAULT_SAMPLE {
+            st.faults_sampled = Instant::now();
+            st.sample_faults();
+        }
         if !source.reports_timing() && st.jack_sampled.elapsed() >= JACK_SAMPLE {
             st.jack_sampled = Instant::now();
             sample_jack_timing(&mut st, &kernel, &mut out, source.as_mut());
@@ -639,7 +712,8 @@ fn flush_cards(
     let settled = |deadline: u64| all || kernel.tracer.is_none() || now > deadline + SETTLE_NS;
     while st.pending.front().is_some_and(|x| settled(x.deadline_ns)) {
         let x = st.pending.pop_front().expect("checked");
-        let (c, window) = st.card_of(&x, kernel, None);
+        let (mut c, window) = st.card_of(&x, kernel, None);
+        c.faults = st.faults_of(&c);
         st.tally.add(&c);
         out.card(&c, window.as_ref(), &kernel.cpus)?;
     }
@@ -714,7 +788,8 @@ fn flush_cards(
         // late is JACK2 repeating itself (a late driver is called back for every cycle too).
         st.last_jack_at = Some(at);
         let x = found.unwrap_or_else(|| st.detector.server_reported(at, period));
-        let (c, window) = st.card_of(&x, kernel, unattributed.as_deref());
+        let (mut c, window) = st.card_of(&x, kernel, unattributed.as_deref());
+        c.faults = st.faults_of(&c);
         st.tally.add(&c);
         out.card(&c, window.as_ref(), &kernel.cpus)?;
     }

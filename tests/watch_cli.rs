@@ -197,6 +197,32 @@ fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
         records.iter().all(|r| r["card"]["kernel"].is_object()),
         "every card has the kernel's account"
     );
+    // The thread's page faults around each overrun (procfs counters sampled every 250 ms): the
+    // late client touches no new memory while it spins, so no major fault.
+    let with_faults: Vec<&Value> = records
+        .iter()
+        .filter_map(|r| {
+            r["card"]["faults"]
+                .as_object()
+                .map(|_| &r["card"]["faults"])
+        })
+        .collect();
+    assert!(
+        with_faults.len() * 10 >= records.len() * 8,
+        "{} of {} cards have the thread's page faults",
+        with_faults.len(),
+        records.len()
+    );
+    assert!(
+        with_faults
+            .iter()
+            .all(|f| f["major"] == 0 && f["span_ms"].as_f64().unwrap_or(0.0) > 0.0),
+        "{with_faults:?}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("page faults 0 major"),
+        "the ran-long lines say so"
+    );
     // The Perfetto trace: a wait and a busy slice per node per cycle, the xruns with their
     // verdicts, and the kernel's events around them.
     let trace: Value = serde_json::from_str(

@@ -30,6 +30,10 @@ pub struct ThreadStat {
     pub has_schedstat: bool,
     /// Migrations between CPUs (`se.nr_migrations` in `sched`, only with CONFIG_SCHED_DEBUG).
     pub migrations: Option<u64>,
+    /// Page faults served without I/O (stat field 10).
+    pub minor_faults: u64,
+    /// Page faults that needed I/O (stat field 12).
+    pub major_faults: u64,
 }
 
 fn invalid(path: &Path, what: &str) -> io::Error {
@@ -48,8 +52,10 @@ pub fn read_thread_stat(proc_root: &Path, pid: i32, tid: i32) -> io::Result<Thre
 
     let stat_path = dir.join("stat");
     let stat = std::fs::read_to_string(&stat_path)?;
-    let (utime_ticks, stime_ticks, last_cpu) =
+    let (utime_ticks, stime_ticks, last_cpu, (minor, major)) =
         parse_stat(&stat).ok_or_else(|| invalid(&stat_path, "unexpected stat line format"))?;
+    out.minor_faults = minor;
+    out.major_faults = major;
     let tck = clock_ticks_per_second();
     out.utime_ns = ticks_to_ns(utime_ticks, tck);
     out.stime_ns = ticks_to_ns(stime_ticks, tck);
@@ -113,7 +119,10 @@ fn status_kib(status: &str, name: &str) -> Option<u64> {
 
 /// (utime ticks, stime ticks, last cpu) from a stat line. The comm field may contain spaces
 /// and parentheses, so fields are counted after the last ')'.
-fn parse_stat(line: &str) -> Option<(u64, u64, Option<usize>)> {
+/// utime and stime in ticks, the last CPU, and the minor and major page faults.
+type StatFields = (u64, u64, Option<usize>, (u64, u64));
+
+fn parse_stat(line: &str) -> Option<StatFields> {
     let after_comm = &line[line.rfind(')')? + 1..];
     // After the comm, the first field is field 3 (state).
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
@@ -122,7 +131,8 @@ fn parse_stat(line: &str) -> Option<(u64, u64, Option<usize>)> {
     let stime = field(15)?.parse().ok()?;
     // Old kernels end the line before field 39; that only loses the CPU.
     let cpu = field(39).and_then(|f| f.parse().ok());
-    Some((utime, stime, cpu))
+    let faults = (field(10)?.parse().ok()?, field(12)?.parse().ok()?);
+    Some((utime, stime, cpu, faults))
 }
 
 /// A "Name:\tvalue" line of /proc/.../status as a number.
@@ -158,10 +168,20 @@ pub(crate) fn ticks_to_ns(ticks: u64, ticks_per_second: u64) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
+/// The minor and major page faults of thread `tid` of process `pid` so far (stat fields 10 and
+/// 12): a cheap read of one file, for sampling often.
+pub fn read_thread_faults(proc_root: &Path, pid: i32, tid: i32) -> io::Result<(u64, u64)> {
+    let path = proc_root.join(format!("{pid}/task/{tid}/stat"));
+    let stat = std::fs::read_to_string(&path)?;
+    let (_, _, _, faults) =
+        parse_stat(&stat).ok_or_else(|| invalid(&path, "unexpected stat line format"))?;
+    Ok(faults)
+}
+
 /// utime + stime of a whole process, in clock ticks, from a `/proc/<pid>/stat` file.
 pub(crate) fn process_cpu_ticks(stat_path: &Path) -> io::Result<u64> {
     let stat = std::fs::read_to_string(stat_path)?;
-    let (utime, stime, _) =
+    let (utime, stime, _, _) =
         parse_stat(&stat).ok_or_else(|| invalid(stat_path, "unexpected stat line format"))?;
     Ok(utime.saturating_add(stime))
 }
@@ -193,6 +213,8 @@ pub(crate) mod tests {
         fields[14 - 3] = utime.to_string();
         fields[15 - 3] = stime.to_string();
         fields[39 - 3] = cpu.to_string();
+        fields[10 - 3] = "311".to_owned();
+        fields[12 - 3] = "2".to_owned();
         format!("1234 (my (odd) thread) {}\n", fields.join(" "))
     }
 
@@ -227,8 +249,18 @@ pub(crate) mod tests {
                 timeslices: 7,
                 has_schedstat: true,
                 migrations: Some(42),
+                minor_faults: 311,
+                major_faults: 2,
             }
         );
+    }
+
+    #[test]
+    fn a_threads_page_faults_are_read_from_its_stat_alone() {
+        let f = Fixture::new("proc-faults");
+        f.write("7/task/8/stat", &stat_line(0, 0, 0));
+        assert_eq!(read_thread_faults(f.path(), 7, 8).unwrap(), (311, 2));
+        assert!(read_thread_faults(f.path(), 7, 9).is_err(), "a gone thread");
     }
 
     #[test]

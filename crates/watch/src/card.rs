@@ -85,6 +85,21 @@ pub struct Card {
     pub kernel: Option<KernelAccount>,
     /// Why there is no kernel account, in words that say how to get one.
     pub kernel_missing: Option<String>,
+    /// The node's thread's page faults over a span that holds the xrun, from its procfs
+    /// counters (set by the caller, which samples them; they are not per cycle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<Faults>,
+}
+
+/// Page faults of the node's thread between a sample taken before the xrun and the card.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Faults {
+    /// Faults served without I/O.
+    pub minor: u64,
+    /// Faults that needed I/O (a page read back from disk or swap).
+    pub major: u64,
+    /// The span the counters cover, ms (from the sample before the xrun to the card).
+    pub span_ms: f64,
 }
 
 fn us(ns: u64) -> f64 {
@@ -152,6 +167,7 @@ pub fn card(
             period_us: us(period_ns),
             kernel: None,
             kernel_missing,
+            faults: None,
         };
     };
     let wait = node.wait_ns();
@@ -228,5 +244,6 @@ pub fn card(
         period_us: us(period_ns),
         kernel,
         kernel_missing,
+        faults: None,
     }
 }

@@ -16,7 +16,7 @@ pub mod model;
 pub mod summary;
 pub mod words;
 
-pub use card::{card, Card, Case, Kernel, KernelAccount, KernelCulprit};
+pub use card::{card, Card, Case, Faults, Kernel, KernelAccount, KernelCulprit};
 pub use detect::{Detector, Evidence, NodeStats, Xrun};
 pub use mapping::{confirm, map_node, Confidence, Mapping, RtThread};
 pub use model::{Cycle, NodeInfo, NodeStatus, NodeTiming};

@@ -101,12 +101,28 @@ pub fn verdict(card: &Card) -> String {
         (None, Some(why)) => format!(" (no kernel events: {why})"),
         (None, None) => String::new(),
     };
+    // What else a long run may come from: moving between CPUs, and page faults (major ones wait
+    // for I/O).
+    let mut extra = String::new();
+    if card.case == Case::RanLong {
+        if let Some(k) = card.kernel.as_ref().filter(|k| k.migrations > 0) {
+            extra += &format!("; migrated {} times", k.migrations);
+        }
+        if let Some(f) = &card.faults {
+            extra += &format!(
+                "; page faults {} major, {} minor (its thread's counters over the {} around it)",
+                f.major,
+                f.minor,
+                ms(f.span_ms * 1000.0)
+            );
+        }
+    }
     let confidence = match card.mapping.as_ref().map(|m| m.confidence) {
         Some(Confidence::Low) if card.kernel.is_some() => " [thread mapping: low confidence]",
         _ => "",
     };
     format!(
-        "xrun {} (cycle {}): {what}{kernel}{confidence}",
+        "xrun {} (cycle {}): {what}{kernel}{extra}{confidence}",
         x.number, x.cycle
     )
 }

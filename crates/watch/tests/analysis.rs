@@ -5,8 +5,8 @@
 use xrunlab_testkit::FixtureTree;
 use xrunlab_trace::{Comm, EventKind, TaskIdentity, TaskLookup, TraceEvent, Window};
 use xrunlab_watch::{
-    card, confirm, map_node, words, Case, Confidence, Cycle, Detector, Evidence, Kernel, NodeInfo,
-    NodeStatus, NodeTiming,
+    card, confirm, map_node, words, Card, Case, Confidence, Cycle, Detector, Evidence, Faults,
+    Kernel, NodeInfo, NodeStatus, NodeTiming,
 };
 
 const US: u64 = 1_000;
@@ -227,6 +227,35 @@ fn a_node_that_started_in_time_and_overran_ran_long_and_without_kernel_events_sa
         text.contains("no kernel events: tracing needs root or CAP_PERFMON"),
         "{text}"
     );
+}
+
+#[test]
+fn a_ran_long_card_says_its_threads_page_faults_and_migrations() {
+    let x = first_xrun(node(7, start(20) + US, 20 * US, None, NodeStatus::Awake));
+    let mut c = card(
+        &x,
+        None,
+        None,
+        Kernel::Missing("not recorded (--no-kernel)"),
+    );
+    assert!(
+        !words::verdict(&c).contains("page faults"),
+        "no counters, no words"
+    );
+    c.faults = Some(Faults {
+        minor: 12,
+        major: 1,
+        span_ms: 300.0,
+    });
+    let text = words::verdict(&c);
+    assert!(
+        text.contains(
+            "page faults 1 major, 12 minor (its thread's counters over the 300.00 ms around it)"
+        ),
+        "{text}"
+    );
+    let back: Card = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back.faults, c.faults, "the record carries them");
 }
 
 #[test]
