@@ -69,6 +69,10 @@ fn execute<T: Experiment>(
         xrunlab_sys::default_proc_root(),
         xrunlab_sys::default_sys_root(),
     );
+    let fingerprint = xrunlab_sys::fingerprint::Fingerprint::collect(
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    );
     let stop = || signals.received().is_some();
     let progress = if out.quiet || !std::io::stderr().is_terminal() {
         indicatif::ProgressBar::hidden()
@@ -80,7 +84,13 @@ fn execute<T: Experiment>(
         progress,
     };
     let result = experiment(&ctx)?;
-    let lab = LabResult::new(provenance, out.quick, result, signals.received());
+    let lab = LabResult::new(
+        provenance,
+        fingerprint,
+        out.quick,
+        result,
+        signals.received(),
+    );
     print!("{}", lab.result.text());
     for w in &lab.warnings {
         println!("warning: {w}");

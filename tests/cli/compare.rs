@@ -6,10 +6,13 @@ use crate::{cpus_alone, run_ok, scratch, usage_error, xrunlab};
 use std::path::{Path, PathBuf};
 
 /// Runs `xrunlab run` for 1 s with `extra` flags and returns its JSON file.
+/// A 4 s run: one run a side is judged by a block bootstrap over 32-buffer blocks, and the
+/// gate holds 95 % over the whole table (Holm), so a single pair of runs needs enough blocks
+/// (about 45 here; 11 in 1 s) for a real difference to clear it.
 fn run_file(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let path = dir.join(name);
     let args = [
-        &["run", "--quiet", "--duration", "1s"][..],
+        &["run", "--quiet", "--duration", "4s"][..],
         extra,
         &["--json", path.to_str().unwrap()],
     ]
@@ -28,8 +31,13 @@ fn compare_finds_a_slowed_kernel_worse_and_a_file_against_itself_no_different() 
     let (a, b) = {
         let _cpus = cpus_alone();
         (
-            run_file(&dir, "a.json", &[]),
-            run_file(&dir, "b.json", &["--kernel-slowdown", "4"]),
+            // Enough sines that the kernel's work, not the cycle's fixed cost, is the load.
+            run_file(&dir, "a.json", &["--sines", "300"]),
+            run_file(
+                &dir,
+                "b.json",
+                &["--sines", "300", "--kernel-slowdown", "4"],
+            ),
         )
     };
     let out_json = dir.join("cmp.json");

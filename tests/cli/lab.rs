@@ -42,6 +42,9 @@ fn wakeup_probe_counts_every_loop_and_writes_cyclictests_histogram_layout() {
     assert_eq!(r["kind"], "probe.wakeup");
     assert_eq!(r["incomplete"], false);
     assert!(r["provenance"]["kernel"].is_string());
+    // Every experiment's envelope carries the machine fingerprint, as run results do.
+    assert!(r["fingerprint"]["kernel_release"].is_string(), "{r}");
+    assert!(r["fingerprint"]["governor"].is_string(), "{r}");
     let threads = r["result"]["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 2);
     for t in threads {
@@ -176,6 +179,7 @@ fn sleep_probe_finds_busy_polling_costlier_than_clock_nanosleep_and_names_a_verd
     ]);
     let r = json(&j);
     assert_eq!(r["kind"], "probe.sleep");
+    assert!(r["fingerprint"]["kernel_release"].is_string(), "{r}");
     let points = r["result"]["points"].as_array().unwrap();
     assert_eq!(points.len(), 5 * 2, "five calls x two slacks");
     let cpu = |call: &str, slack: u64| {
@@ -234,6 +238,7 @@ fn placement_probe_flags_a_thread_stalled_on_purpose_as_a_straggler() {
     ]);
     let r = json(&j);
     assert_eq!(r["kind"], "probe.placement");
+    assert!(r["fingerprint"]["kernel_release"].is_string(), "{r}");
     let threads = r["result"]["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 3);
     let stalled = &threads[2];
@@ -281,6 +286,7 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
     ]);
     let r = json(&j);
     assert_eq!(r["kind"], "sweep.threads");
+    assert!(r["fingerprint"]["kernel_release"].is_string(), "{r}");
     let res = &r["result"];
     assert_eq!(
         res["zstd_roundtrip_verified"], true,
@@ -325,6 +331,7 @@ fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread
     ]);
     let r = json(&j);
     assert_eq!(r["kind"], "sweep.buffer");
+    assert!(r["fingerprint"]["kernel_release"].is_string(), "{r}");
     assert_eq!(r["incomplete"], false);
     let points = r["result"]["points"].as_array().unwrap();
     let sizes: Vec<u64> = points
@@ -420,6 +427,7 @@ fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it()
     ]);
     let r = json(&j);
     assert_eq!(r["kind"], "capacity");
+    assert!(r["fingerprint"]["kernel_release"].is_string(), "{r}");
     assert_eq!(r["incomplete"], false);
     let res = &r["result"];
     let core = res["core_sines"][0][1].as_f64().unwrap();

@@ -2,7 +2,7 @@
 
 use indicatif::ProgressBar;
 use serde::Serialize;
-use xrunlab_sys::Provenance;
+use xrunlab_sys::{Fingerprint, Provenance};
 
 /// Version of the experiment result layout; bump on incompatible change.
 pub const SCHEMA: &str = "xrunlab.lab/1";
@@ -130,6 +130,9 @@ pub struct LabResult<T: Serialize> {
     pub kind: &'static str,
     /// Version, command line, kernel, CPU, governor, start and end time (as `run`).
     pub provenance: Provenance,
+    /// The machine as the experiment found it (boot parameters, power and idle settings, VM and
+    /// the steal over the experiment), as `run` records it, for `compare`'s fingerprint diff.
+    pub fingerprint: Fingerprint,
     /// Whether `--quick` (short, noisier) settings were used.
     pub quick: bool,
     /// True when the experiment was stopped before every point was measured; the points here are the finished ones.
@@ -143,14 +146,17 @@ pub struct LabResult<T: Serialize> {
 }
 
 impl<T: Experiment> LabResult<T> {
-    /// Wraps `result`; `provenance` is finished here (its end time set).
+    /// Wraps `result`; `provenance` and `fingerprint` (collected before the experiment) are
+    /// finished here: the end time, and the steal over the experiment.
     pub fn new(
         mut provenance: Provenance,
+        mut fingerprint: Fingerprint,
         quick: bool,
         result: T,
         stop_reason: Option<&str>,
     ) -> LabResult<T> {
         provenance.finish();
+        fingerprint.finish(xrunlab_sys::default_proc_root());
         let incomplete = result.incomplete() || stop_reason.is_some();
         let end_reason = match stop_reason {
             Some(s) => format!("interrupted by {s}; every point finished before it is kept"),
@@ -161,6 +167,7 @@ impl<T: Experiment> LabResult<T> {
             schema: SCHEMA,
             kind: T::KIND,
             provenance,
+            fingerprint,
             quick,
             incomplete,
             end_reason,
