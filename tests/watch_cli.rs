@@ -130,10 +130,22 @@ fn check_every_overrun_named(records: &[Value], induced: &[u64], from: u64, to: 
             "the overrun at {t} ns has no card naming \"late\":\n{stdout}"
         );
     }
+    // Of the cards that name a node, at least 95 % name the client. A driver-side card names
+    // none: the server reported an xrun while every client was in time (JACK2's dummy driver
+    // does so now and then after a late client's cycle); those must stay rare.
     let named = records.iter().filter(|r| node_name(r) == "late").count();
+    let naming = records.iter().filter(|r| !node_name(r).is_empty()).count();
     assert!(
-        named * 100 >= records.len() * 95,
-        "{named} of {} cards name the late client:\n{stdout}",
+        named * 100 >= naming * 95,
+        "{named} of {naming} cards naming a node name the late client:\n{stdout}"
+    );
+    let driver_side = records
+        .iter()
+        .filter(|r| r["card"]["case"] == "driver_side")
+        .count();
+    assert!(
+        driver_side * 10 <= records.len(),
+        "{driver_side} of {} cards are driver-side:\n{stdout}",
         records.len()
     );
     let ran_long = records
