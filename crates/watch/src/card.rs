@@ -141,6 +141,25 @@ fn account(card: &BlameCard) -> KernelAccount {
     }
 }
 
+/// Whether the kernel's account says the thread barely ran, waiting on a CPU where nothing else
+/// ran, while the server's timing says it was busy for `busy` ns: the trace then lost its
+/// switch-in, and the account would blame a wait that did not happen. A wait behind another
+/// task or an interrupt is a real account, whatever it says.
+pub fn contradicts(busy: Option<u64>, account: &KernelAccount) -> bool {
+    let Some(busy) = busy else {
+        return false;
+    };
+    let busy_us = busy as f64 / 1000.0;
+    let nothing_else_ran = account
+        .main_culprit
+        .as_ref()
+        .is_none_or(|c| c.kind == "idle");
+    busy_us > 1000.0
+        && account.ran_us < busy_us * 0.05
+        && account.waited_us > busy_us * 0.5
+        && nothing_else_ran
+}
+
 /// Builds the card of `xrun`, with the node's thread from `mapping` and the kernel's view.
 pub fn card(
     xrun: &Xrun,
@@ -230,7 +249,20 @@ pub fn card(
                 },
                 lookup,
             );
-            (Some(account(&blamed)), None)
+            let account = account(&blamed);
+            if contradicts(busy, &account) {
+                (
+                    None,
+                    Some(
+                        "the kernel's events lost this thread's switch-in (perf drops some \
+                         events made in an idle CPU's context), so their account, which would \
+                         say it never ran, is left out"
+                            .to_owned(),
+                    ),
+                )
+            } else {
+                (Some(account), None)
+            }
         }
     };
     Card {

@@ -6,7 +6,7 @@ use xrunlab_testkit::FixtureTree;
 use xrunlab_trace::{Comm, EventKind, TaskIdentity, TaskLookup, TraceEvent, Window};
 use xrunlab_watch::{
     card, confirm, map_node, words, Card, Case, Confidence, Cycle, Detector, Evidence, Faults,
-    Kernel, NodeInfo, NodeStatus, NodeTiming,
+    Kernel, KernelAccount, KernelCulprit, NodeInfo, NodeStatus, NodeTiming,
 };
 
 const US: u64 = 1_000;
@@ -256,6 +256,51 @@ fn a_ran_long_card_says_its_threads_page_faults_and_migrations() {
     );
     let back: Card = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
     assert_eq!(back.faults, c.faults, "the record carries them");
+}
+
+#[test]
+fn an_account_that_says_a_busy_thread_never_ran_on_an_idle_cpu_is_left_out_as_a_lost_switch_in() {
+    let account = |ran_us: f64, waited_us: f64, culprit: Option<&str>| KernelAccount {
+        verdict: String::new(),
+        main_culprit: culprit.map(|kind| KernelCulprit {
+            kind: kind.to_owned(),
+            name: "x".into(),
+            pid: None,
+            policy: String::new(),
+            cpu: 1,
+            us: waited_us,
+        }),
+        waited_us,
+        ran_us,
+        blocked_us: 0.0,
+        interrupt_us: 0.0,
+        migrations: 0,
+        lost_events: 0,
+    };
+    let busy = Some(8_100_000);
+    // JACK2's wake chain says it ran 8.1 ms; the trace lost its switch-in from idle.
+    assert!(card::contradicts(busy, &account(0.0, 8100.0, Some("idle"))));
+    assert!(card::contradicts(busy, &account(0.0, 8100.0, None)));
+    // Held off by a task or an interrupt: a real account.
+    assert!(!card::contradicts(
+        busy,
+        &account(0.0, 8100.0, Some("task"))
+    ));
+    assert!(!card::contradicts(
+        busy,
+        &account(50.0, 8050.0, Some("irq"))
+    ));
+    // It ran: a real account.
+    assert!(!card::contradicts(busy, &account(8000.0, 30.0, None)));
+    // No BUSY from the server, or a short one: nothing to contradict.
+    assert!(!card::contradicts(
+        None,
+        &account(0.0, 8100.0, Some("idle"))
+    ));
+    assert!(!card::contradicts(
+        Some(500_000),
+        &account(0.0, 500.0, Some("idle"))
+    ));
 }
 
 #[test]
