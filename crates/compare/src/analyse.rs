@@ -275,13 +275,18 @@ fn rate_metric(ra: &[&RunFile], rb: &[&RunFile], events: Events) -> Option<RateF
 }
 
 fn merged(side: &[Decoded], pick: Source) -> Histogram<u64> {
-    let mut it = side.iter().map(|d| match pick {
+    // A side has at least one run (checked before).
+    sum(side.iter().map(|d| match pick {
         Source::Load => &d.load,
         Source::Driver => &d.driver,
         Source::Worker => &d.worker,
-    });
-    // Every run's histograms have the engine's bounds, so adding never fails; a side has
-    // at least one run (checked before).
+    }))
+}
+
+/// The sum of one side's histograms (at least one). They all have the engine's bounds for
+/// their scale, so adding never fails.
+pub(crate) fn sum<'a>(hs: impl IntoIterator<Item = &'a Histogram<u64>>) -> Histogram<u64> {
+    let mut it = hs.into_iter();
     let mut out = it.next().expect("a side has a run").clone();
     for h in it {
         out.add(h).expect("histograms of one scale add");

@@ -3,7 +3,7 @@
 //! statistics as run results (runs of the probe as repeats, or one each by block bootstrap).
 //! Main thread.
 
-use crate::analyse::{machine_rows_of, CompareError, Machine, Options, SEED};
+use crate::analyse::{machine_rows_of, sum, CompareError, Machine, Options, SEED};
 use crate::diff::{diff_fields, fingerprint_diff_of};
 use crate::stats;
 use hdrhistogram::Histogram;
@@ -52,15 +52,6 @@ fn merged_threads(path: &std::path::Path, f: &WakeupFile) -> Result<Histogram<u6
     }
     out.filter(|h| !h.is_empty())
         .ok_or_else(|| ReadError::new(path, "result.threads", "no thread recorded a wake-up"))
-}
-
-fn sum(hs: &[Histogram<u64>]) -> Histogram<u64> {
-    let mut out = hs[0].clone();
-    for h in &hs[1..] {
-        // One scale's bounds: adding cannot fail.
-        out.add(h).expect("histograms of one scale add");
-    }
-    out
 }
 
 /// Compares probe side B against A.
