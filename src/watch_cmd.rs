@@ -19,7 +19,7 @@ use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab_sys::provenance::Provenance;
-use xrunlab_trace::blame::{LEAD_IN_NS, MARGIN_NS};
+use xrunlab_trace::blame::LEAD_IN_NS;
 use xrunlab_trace::perfetto::KERNEL_PID;
 use xrunlab_trace::{now_ns, PerfettoOptions, PerfettoWriter, TraceOptions, Tracer, Track};
 use xrunlab_watch::jack_chain::{derive_cycles, pick_threads};
@@ -32,7 +32,12 @@ use xrunlab_watch::{
 const SCHEMA: &str = "xrunlab.watch.v1";
 /// How long after an xrun's deadline the kernel's events are taken: the tracer's reader drains
 /// every 10 ms, so this leaves it time to have the whole window.
-const SETTLE_NS: u64 = MARGIN_NS + 50_000_000;
+const SETTLE_NS: u64 = TAIL_NS + 50_000_000;
+/// How far past an xrun's deadline its window of kernel events reaches: a thread still running
+/// at the deadline (whose BUSY the server could not give) shows its switch-out in it if it ran
+/// up to this late, which is how the kernel's account sees that it ran when the trace lost its
+/// switch-in.
+const TAIL_NS: u64 = 20_000_000;
 /// JACK2 sends its xrun notification after the late cycle: the wake chain is read this far back.
 const JACK_LOOKBACK_NS: u64 = 60_000_000;
 /// ... and this far ahead, so that a client still running at the notification is seen finishing.
@@ -386,7 +391,7 @@ impl State {
         } else {
             x.cycle_start_ns
         };
-        let window = tracer.snapshot(signal.saturating_sub(LEAD_IN_NS), x.deadline_ns + MARGIN_NS);
+        let window = tracer.snapshot(signal.saturating_sub(LEAD_IN_NS), x.deadline_ns + TAIL_NS);
         let awake: Vec<u64> = self
             .awake
             .get(&node.id)

@@ -507,6 +507,77 @@ fn shows_running(e: &TraceEvent, tid: i32) -> bool {
     }
 }
 
+/// When the thread, waiting or asleep in the trace since its last state change, switched in
+/// unseen before `e` showed it running: the engine's wake stamp if that lies between the CPU's
+/// last reported switch and `e`, else that switch (or the state change, if later).
+fn unseen_switch_in_at(
+    state: State,
+    e: &TraceEvent,
+    last_switch_on_cpu: &BTreeMap<u16, u64>,
+    engine_wake_ns: Option<u64>,
+) -> Option<u64> {
+    let since = match state {
+        State::Sleeping { since, .. } | State::Runnable { since, .. } => since,
+        _ => return None,
+    };
+    let lower = last_switch_on_cpu
+        .get(&e.cpu)
+        .map_or(since, |&l| l.max(since));
+    let from_sleep = matches!(state, State::Sleeping { .. });
+    Some(match engine_wake_ns {
+        Some(w) if from_sleep && w >= lower && w <= e.ts_ns => w,
+        _ => lower,
+    })
+}
+
+/// Takes `e`, which shows `tid` running (see [`shows_running`]) while the trace has it waiting
+/// or asleep, as the sign of a switch-in the trace did not report (see [`track_thread`]): closes
+/// the wait or sleep at the inferred switch-in and starts a run there. Does nothing in any
+/// other state.
+fn infer_switch_in(
+    t: &mut ThreadTrack,
+    state: &mut State,
+    e: &TraceEvent,
+    last_switch_on_cpu: &BTreeMap<u16, u64>,
+    period_start: u64,
+    engine_wake_ns: Option<u64>,
+    ran_in_period: &mut bool,
+) {
+    let Some(at) = unseen_switch_in_at(*state, e, last_switch_on_cpu, engine_wake_ns) else {
+        return;
+    };
+    match *state {
+        State::Runnable { since, .. } => t.waits.push((
+            Span {
+                start: since,
+                end: at,
+            },
+            e.cpu,
+        )),
+        State::Sleeping { since, letters } => {
+            t.sleeps.push((
+                Span {
+                    start: since,
+                    end: at,
+                },
+                letters,
+                Waker::Unknown,
+            ));
+            if at >= period_start && !*ran_in_period && t.first_wake_after.is_none() {
+                t.first_wake_after = Some((at, Waker::Unknown));
+                t.wake_inferred = true;
+            }
+        }
+        _ => {}
+    }
+    *ran_in_period |= at >= period_start;
+    t.unseen_switch_ins += 1;
+    *state = State::Running {
+        since: at,
+        cpu: e.cpu,
+    };
+}
+
 /// Follows thread `tid` through the events up to `end`.
 ///
 /// Unseen switch-ins: some kernels report no `sched_switch` out of the idle task, and perf may
@@ -537,49 +608,16 @@ fn track_thread(
             t.state_at_start = Some(state);
         }
         let ts = e.ts_ns;
-        let known_since = match state {
-            State::Sleeping { since, .. } | State::Runnable { since, .. } => Some(since),
-            _ => None,
-        };
-        if let (Some(since), true) = (known_since, shows_running(e, tid)) {
-            let lower = last_switch_on_cpu
-                .get(&e.cpu)
-                .map_or(since, |&l| l.max(since));
-            let from_sleep = matches!(state, State::Sleeping { .. });
-            let at = match engine_wake_ns {
-                Some(w) if from_sleep && w >= lower && w <= ts => w,
-                _ => lower,
-            };
-            match state {
-                State::Runnable { since, .. } => t.waits.push((
-                    Span {
-                        start: since,
-                        end: at,
-                    },
-                    e.cpu,
-                )),
-                State::Sleeping { since, letters } => {
-                    t.sleeps.push((
-                        Span {
-                            start: since,
-                            end: at,
-                        },
-                        letters,
-                        Waker::Unknown,
-                    ));
-                    if at >= period_start && !ran_in_period && t.first_wake_after.is_none() {
-                        t.first_wake_after = Some((at, Waker::Unknown));
-                        t.wake_inferred = true;
-                    }
-                }
-                _ => {}
-            }
-            ran_in_period |= at >= period_start;
-            t.unseen_switch_ins += 1;
-            state = State::Running {
-                since: at,
-                cpu: e.cpu,
-            };
+        if shows_running(e, tid) {
+            infer_switch_in(
+                &mut t,
+                &mut state,
+                e,
+                &last_switch_on_cpu,
+                period_start,
+                engine_wake_ns,
+                &mut ran_in_period,
+            );
         }
         if matches!(e.kind, EventKind::Switch { .. }) {
             last_switch_on_cpu.insert(e.cpu, ts);
@@ -709,6 +747,35 @@ fn track_thread(
     }
     if t.state_at_start.is_none() {
         t.state_at_start = Some(state);
+    }
+    // Still waiting or asleep at `end` in the trace: the window's events after `end` say
+    // whether that is so. A switch-out of the thread (or a wake-up it makes) before any
+    // switch-in means the trace lost its switch-in, which came before `end` if the CPU
+    // reported no switch since then (a thread still running long past the deadline).
+    if matches!(state, State::Runnable { .. } | State::Sleeping { .. }) {
+        for e in events.iter().filter(|e| e.ts_ns > end) {
+            if shows_running(e, tid) {
+                let at = unseen_switch_in_at(state, e, &last_switch_on_cpu, engine_wake_ns);
+                if at.is_some_and(|at| at <= end) {
+                    infer_switch_in(
+                        &mut t,
+                        &mut state,
+                        e,
+                        &last_switch_on_cpu,
+                        period_start,
+                        engine_wake_ns,
+                        &mut ran_in_period,
+                    );
+                }
+                break;
+            }
+            if matches!(e.kind, EventKind::Switch { next_tid, .. } if next_tid == tid) {
+                break;
+            }
+            if matches!(e.kind, EventKind::Switch { .. }) {
+                last_switch_on_cpu.insert(e.cpu, e.ts_ns);
+            }
+        }
     }
     match state {
         State::Running { since, cpu } => t.runs.push((Span { start: since, end }, cpu)),

@@ -602,6 +602,87 @@ fn a_run_whose_switch_in_from_idle_is_missing_is_inferred_from_the_engines_wake_
     assert_eq!(c.cause, Cause::RanLong);
 }
 
+/// The PipeWire client of watch's test, on this VM: woken at 1.02 ms on idle CPU1, its switch-in
+/// lost, still running at the end of the account (the deadline; the server could not give its
+/// BUSY) and switching out after it. The events after the end say it ran: it is not a wait on an
+/// idle CPU. A switch-in after the end, or a CPU switch between the wake-up and the end, says it
+/// did wait (for as long as it did).
+#[test]
+fn a_thread_still_running_at_the_end_whose_switch_in_was_lost_ran_from_its_wake_up() {
+    let client = 300;
+    let base = |after_end: Vec<TraceEvent>| {
+        let mut events = vec![switch(
+            500 * US,
+            1,
+            ("late", client, FIFO70, S),
+            ("swapper/1", 0, 120),
+        )];
+        events.extend(wake(1020 * US, 0, "late", client, 1, 0));
+        events.extend(after_end);
+        window(events, 0)
+    };
+    let still_running = vec![AudioThread {
+        role: "late".into(),
+        tid: client,
+        wake_ns: Some(1030 * US),
+        end_ns: None,
+        median_busy_ns: Some(US),
+    }];
+    let end = MS + 1333 * US;
+    // Its switch-out 2 ms after the end.
+    let w = base(vec![switch(
+        end + 2 * MS,
+        1,
+        ("late", client, FIFO70, S),
+        ("swapper/1", 0, 120),
+    )]);
+    let c = card(&still_running, &w, end, &[], &NoLookup);
+    let t = &c.threads[0];
+    assert_eq!(t.unseen_switch_ins, 1, "{t:#?}");
+    assert!(t.waited_us < 1e-6, "{t:#?}");
+    assert!(
+        (t.ran_us - 1313.0).abs() < 1e-6,
+        "ran from its wake-up to the end: {t:#?}"
+    );
+    assert_eq!(c.cause, Cause::RanLong, "{}", c.verdict);
+
+    // Its switch-in seen after the end: it waited on CPU1 the whole time.
+    let w = base(vec![switch(
+        end + MS,
+        1,
+        ("swapper/1", 0, 120, 0),
+        ("late", client, FIFO70),
+    )]);
+    let c = card(&still_running, &w, end, &[], &NoLookup);
+    let t = &c.threads[0];
+    assert_eq!(t.unseen_switch_ins, 0, "{t:#?}");
+    assert!(
+        t.ran_us < 1e-6 && (t.waited_us - 1313.0).abs() < 1e-6,
+        "{t:#?}"
+    );
+
+    // A switch on CPU1 after the end and before its switch-out: the unseen switch-in came after
+    // the end, so within the account it waited.
+    let w = base(vec![
+        switch(
+            end + MS,
+            1,
+            ("kworker/1:1", 55, 120, S),
+            ("swapper/1", 0, 120),
+        ),
+        switch(
+            end + 2 * MS,
+            1,
+            ("late", client, FIFO70, S),
+            ("swapper/1", 0, 120),
+        ),
+    ]);
+    let c = card(&still_running, &w, end, &[], &NoLookup);
+    let t = &c.threads[0];
+    assert_eq!(t.unseen_switch_ins, 0, "{t:#?}");
+    assert!(t.ran_us < 1e-6, "{t:#?}");
+}
+
 /// Worker 1 is woken at 1.0 ms on CPU0, which stays idle until the worker runs at 2.0 ms: a wait
 /// that nobody took, only an idle CPU that did not schedule it.
 fn idle_scenario(cpu: xrunlab_trace::CpuContext) -> (Vec<AudioThread>, Window) {

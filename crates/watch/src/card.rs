@@ -108,7 +108,8 @@ fn us(ns: u64) -> f64 {
 
 /// The kernel side of a card: a window of events and a way to name tasks, or why there is none.
 pub enum Kernel<'a> {
-    /// Events over `[signal − trace::blame::LEAD_IN_NS, deadline + trace::blame::MARGIN_NS]`.
+    /// Events over `[signal − trace::blame::LEAD_IN_NS, deadline + trace::blame::MARGIN_NS]` or
+    /// later: events past the deadline show whether a thread still running there had run.
     Window(&'a Window, &'a dyn TaskLookup),
     /// No events: the reason, said to the user as is.
     Missing(&'a str),
