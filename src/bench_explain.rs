@@ -382,7 +382,7 @@ impl ExplainBench {
         self.provenance.finish();
         let text = serde_json::to_string_pretty(self)
             .map_err(|e| format!("cannot serialize the result: {e}"))?;
-        files::write_atomically(path, (text + "\n").as_bytes())
+        files::write_atomically(path, (text + "\n").as_bytes()).map_err(|e| e.to_string())
     }
 }
 

@@ -5,7 +5,7 @@
 use crate::cli::compare::CompareArgs;
 use crate::Failure;
 use std::path::PathBuf;
-use xrunlab_compare::{compare, compare_probes, held_over_table, CompareError, Options};
+use xrunlab_compare::{compare, compare_probes, held_over_table, Options};
 use xrunlab_results::compare::{CompareResult, Verdict};
 use xrunlab_results::probe::{parse_wakeup, WakeupFile, SCHEMA as PROBE_SCHEMA};
 use xrunlab_results::read::read_typed;
@@ -113,12 +113,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     } else {
         let (a, b) = (read_side(&args.files)?, read_side(&args.vs)?);
         compare(&a, &b, options, provenance)
-    }
-    .map_err(|e| match e {
-        CompareError::Read(_) | CompareError::Workload(_) | CompareError::EmptySide(_) => {
-            Failure::Usage(e.to_string())
-        }
-    })?;
+    }?;
     finish(&result, args.json.as_deref(), args.fail_if_worse)
 }
 
@@ -130,7 +125,7 @@ pub fn finish(
 ) -> Result<(), Failure> {
     print!("{}", crate::compare_text::render(result));
     if let Some(p) = json {
-        xrunlab_results::write::write_json(p, result).map_err(Failure::Runtime)?;
+        xrunlab_results::write::write_json(p, result)?;
     }
     if let Some(pct) = fail_if_worse {
         let worse = worse_beyond(result, pct);

@@ -315,9 +315,7 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
             + "\n";
         match target {
             None => print!("{text}"),
-            Some(path) => {
-                files::write_atomically(path, text.as_bytes()).map_err(Failure::Runtime)?
-            }
+            Some(path) => files::write_atomically(path, text.as_bytes())?,
         }
     }
     if let Some(e) = undo_error {

@@ -19,15 +19,6 @@ use xrunlab_lab::{
 };
 use xrunlab_sys::Provenance;
 
-impl From<LabError> for Failure {
-    fn from(e: LabError) -> Failure {
-        match e {
-            LabError::Usage(m) => Failure::Usage(m),
-            LabError::Runtime(m) => Failure::Runtime(m),
-        }
-    }
-}
-
 fn usage(flag: &str, value: impl std::fmt::Display, allowed: &str) -> Failure {
     Failure::Usage(format!(
         "invalid value '{value}' for {flag}: allowed {allowed}"
@@ -102,11 +93,19 @@ fn execute<T: Experiment>(
     if let Some(p) = &out.json {
         let text = serde_json::to_string_pretty(&lab)
             .map_err(|e| Failure::Runtime(format!("cannot serialize the result: {e}")))?;
-        errors.extend(files::write_atomically(p, (text + "\n").as_bytes()).err());
+        errors.extend(
+            files::write_atomically(p, (text + "\n").as_bytes())
+                .err()
+                .map(|e| e.to_string()),
+        );
     }
     if let Some(p) = &out.csv {
         match lab.result.table().to_csv() {
-            Ok(bytes) => errors.extend(files::write_atomically(p, &bytes).err()),
+            Ok(bytes) => errors.extend(
+                files::write_atomically(p, &bytes)
+                    .err()
+                    .map(|e| e.to_string()),
+            ),
             Err(e) => errors.push(format!("cannot write {}: {e}", p.display())),
         }
     }
@@ -165,7 +164,9 @@ fn probe_wakeup(a: &WakeupArgs) -> Result<(), Failure> {
         &[("--histogram-file", hist_file)],
         |ctx| wakeup::run(&params, ctx),
         |r| match hist_file {
-            Some(p) => files::write_atomically(p, r.histogram_text().as_bytes()),
+            Some(p) => {
+                files::write_atomically(p, r.histogram_text().as_bytes()).map_err(|e| e.to_string())
+            }
             None => Ok(()),
         },
     )

@@ -14,6 +14,7 @@ mod devices;
 mod doctor_cmd;
 mod explain_run;
 mod explain_text;
+mod failure;
 mod files;
 mod jack_support;
 mod lab_cmd;
@@ -29,29 +30,9 @@ mod watch_source;
 mod watch_view;
 
 use clap::Parser;
-use std::process::ExitCode;
+pub use failure::Failure;
 
-/// How a command failed.
-#[derive(Debug)]
-pub enum Failure {
-    /// The user asked for something invalid: exit code 2.
-    Usage(String),
-    /// Something failed while running: exit code 1.
-    Runtime(String),
-}
-
-/// An engine that refused its config is a usage error (the message names the field and what
-/// is allowed); anything else failed while starting.
-impl From<xrunlab_engine::EngineError> for Failure {
-    fn from(e: xrunlab_engine::EngineError) -> Failure {
-        match e {
-            xrunlab_engine::EngineError::Config(c) => Failure::Usage(c.to_string()),
-            other => Failure::Runtime(other.to_string()),
-        }
-    }
-}
-
-fn main() -> ExitCode {
+fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let outcome = match &cli.command {
         Some(cli::Command::Run(args)) => run_cmd::run(args),
@@ -70,15 +51,5 @@ fn main() -> ExitCode {
         Some(cli::Command::Completions(args)) => man_cmd::completions(args),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
-    match outcome {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Runtime(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::from(1)
-        }
-    }
+    failure::exit_code(outcome)
 }

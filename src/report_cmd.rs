@@ -51,7 +51,7 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
     let data = serde_json::to_string(&entries)
         .map_err(|e| Failure::Runtime(format!("cannot serialize the results: {e}")))?;
     let page = page(&data)?;
-    files::write_atomically(&a.out, page.as_bytes()).map_err(Failure::Runtime)?;
+    files::write_atomically(&a.out, page.as_bytes())?;
     println!(
         "report: {} result(s) drawn in {}",
         entries.len(),

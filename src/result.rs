@@ -261,6 +261,9 @@ pub fn with_extras(mut result: RunResult, extras: crate::explain_run::ExtrasResu
 
 /// Writes `result` as pretty JSON to `path`, atomically: the previous file
 /// stays whole until the new one replaces it.
-pub fn write_json(path: &Path, result: &RunResult) -> Result<(), String> {
+pub fn write_json(
+    path: &Path,
+    result: &RunResult,
+) -> Result<(), xrunlab_results::write::WriteError> {
     xrunlab_results::write::write_json(path, result)
 }

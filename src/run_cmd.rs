@@ -219,7 +219,7 @@ impl Session {
         let mut errors = csv.finish();
         if let Some(path) = &json {
             if let Err(e) = write_json(path, &result) {
-                errors.push(e);
+                errors.push(e.to_string());
             }
         }
         print!("{}", crate::summary_text::render(&result));

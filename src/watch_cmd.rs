@@ -834,7 +834,7 @@ fn write_result(
         summary: st.tally.summary(&st.detector),
     };
     let bytes = serde_json::to_vec_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;
-    files::write_atomically(path, &bytes).map_err(Failure::Runtime)
+    Ok(files::write_atomically(path, &bytes)?)
 }
 
 fn print_summary(server: &str, elapsed: Duration, s: &Summary, gaps: u64, end_reason: &str) {

@@ -90,7 +90,7 @@ fn interrupt_flag() -> Arc<AtomicBool> {
 }
 
 fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
-    crate::files::write_atomically(path, text.as_bytes())
+    crate::files::write_atomically(path, text.as_bytes()).map_err(|e| e.to_string())
 }
 
 fn mb(bytes: f64) -> f64 {

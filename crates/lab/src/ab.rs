@@ -216,7 +216,7 @@ pub fn run<'a>(
             let measured = measure(ctx, plan, arm, side, round, done)?;
             let path = plan.dir.join(file_name(side, round));
             xrunlab_results::write::write_json(&path, &measured.result)
-                .map_err(LabError::Runtime)?;
+                .map_err(|e| LabError::Runtime(e.to_string()))?;
             for w in &measured.result.details.scheduling.warnings {
                 let w = format!("{side}: {w}");
                 if !runs.warnings.contains(&w) {

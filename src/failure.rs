@@ -1,0 +1,70 @@
+//! How a command failed, and the one place that turns a failure into an exit code: usage errors
+//! exit 2, everything else 1. The library crates' error enums say what kind of error they are;
+//! the `From` impls here decide which kind is the user's fault. Runs on the main thread.
+
+use std::process::ExitCode;
+
+/// How a command failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// The user asked for something invalid: exit code 2.
+    Usage(String),
+    /// Something failed while running: exit code 1.
+    Runtime(String),
+}
+
+/// Prints the failure (if any) on stderr and gives the process's exit code.
+pub fn exit_code(outcome: Result<(), Failure>) -> ExitCode {
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// An engine that refused its config is a usage error (the message names the field and what
+/// is allowed); anything else failed while starting.
+impl From<xrunlab_engine::EngineError> for Failure {
+    fn from(e: xrunlab_engine::EngineError) -> Failure {
+        match e {
+            xrunlab_engine::EngineError::Config(c) => Failure::Usage(c.to_string()),
+            other => Failure::Runtime(other.to_string()),
+        }
+    }
+}
+
+/// A result file that cannot be written is the machine's problem (space, permissions), found
+/// while running.
+impl From<xrunlab_results::write::WriteError> for Failure {
+    fn from(e: xrunlab_results::write::WriteError) -> Failure {
+        Failure::Runtime(e.to_string())
+    }
+}
+
+impl From<xrunlab_lab::LabError> for Failure {
+    fn from(e: xrunlab_lab::LabError) -> Failure {
+        match e {
+            xrunlab_lab::LabError::Usage(m) => Failure::Usage(m),
+            xrunlab_lab::LabError::Runtime(m) => Failure::Runtime(m),
+        }
+    }
+}
+
+/// Every way a comparison fails is in the files the user named (unreadable, different
+/// workloads, an empty side).
+impl From<xrunlab_compare::CompareError> for Failure {
+    fn from(e: xrunlab_compare::CompareError) -> Failure {
+        use xrunlab_compare::CompareError;
+        match e {
+            CompareError::Read(_) | CompareError::Workload(_) | CompareError::EmptySide(_) => {
+                Failure::Usage(e.to_string())
+            }
+        }
+    }
+}
