@@ -1,10 +1,10 @@
-//! `xrunlab` / `xrunlab dashboard`: starts the engine on the chosen device and serves the live dashboard until Ctrl-C; runs on the main thread (the dashboard starts its own threads).
+//! `xrunlab` / `xrunlab dashboard`: starts the engine on the chosen device and serves the live dashboard until SIGINT, SIGTERM or SIGHUP (whose handlers the binary installs, see `signals`); runs on the main thread (the dashboard starts its own threads).
 
 use crate::cli::parse::DeviceKind;
 use crate::cli::DashboardArgs;
 use crate::devices;
 use crate::Failure;
-use xrunlab_dash::{Access, DashError, DashOptions, DeviceFactory, Fault};
+use xrunlab_dash::{Access, DashOptions, DeviceFactory, Fault};
 use xrunlab_engine::{Engine, EngineConfig};
 
 /// Sines the dashboard starts with: about a quarter of a 2-core machine's
@@ -59,6 +59,13 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         explain: args.explain,
         explain_all: args.explain_all,
     };
-    xrunlab_dash::serve(opts, engine, factory, devices::available())
-        .map_err(|e: DashError| Failure::Runtime(e.to_string()))
+    // Before the dashboard starts, so that a signal sent right after its URL is printed is caught.
+    let stop = crate::signals::dashboard_stop().map_err(Failure::Runtime)?;
+    Ok(xrunlab_dash::serve(
+        opts,
+        engine,
+        factory,
+        devices::available(),
+        stop,
+    )?)
 }

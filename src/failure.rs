@@ -68,3 +68,11 @@ impl From<xrunlab_compare::CompareError> for Failure {
         }
     }
 }
+
+/// The dashboard fails while running (a port in use, the device failing): exit code 1, as
+/// before; its usage errors (`--token`) are clap's.
+impl From<xrunlab_dash::DashError> for Failure {
+    fn from(e: xrunlab_dash::DashError) -> Failure {
+        Failure::Runtime(e.to_string())
+    }
+}

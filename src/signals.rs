@@ -1,4 +1,4 @@
-//! Termination signals for `run` and `render`: SIGINT (Ctrl-C), SIGTERM (`kill`, systemd, `timeout`, Docker) and SIGHUP (a closed terminal) end a run cleanly; registered with signal-hook on the main thread, whose handlers only store atomics.
+//! Termination signals: SIGINT (Ctrl-C), SIGTERM (`kill`, systemd, `timeout`, Docker) and SIGHUP (a closed terminal) end a run, or the dashboard, cleanly; registered with signal-hook on the main thread, whose handlers only store atomics or wake the `xrl-signals` thread. The binary owns the process's signals; the libraries take a stop flag or future.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -45,4 +45,36 @@ impl StopSignals {
             .find(|(signal, _)| *signal as usize == which)
             .map(|(_, name)| *name)
     }
+}
+
+/// Installs handlers for the three stop signals and returns a future that completes when the
+/// first one arrives, after saying which on stderr: the dashboard's stop ([`xrunlab_dash::serve`]
+/// takes it). Installed before the dashboard starts, so a signal sent right after its URL is
+/// printed is caught; later signals are caught too and do nothing (the dashboard is stopping).
+/// A thread named `xrl-signals` waits for them.
+pub fn dashboard_stop() -> Result<impl std::future::Future<Output = ()>, String> {
+    let mut signals =
+        signal_hook::iterator::Signals::new(STOP_SIGNALS.map(|(signal, _)| signal))
+            .map_err(|e| format!("cannot install the SIGINT, SIGTERM and SIGHUP handlers: {e}"))?;
+    let (arrived, stop) = tokio::sync::oneshot::channel::<()>();
+    std::thread::Builder::new()
+        .name("xrl-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let name = STOP_SIGNALS
+                    .iter()
+                    .find(|(s, _)| *s == signal)
+                    .map_or("a stop signal", |(_, name)| *name);
+                eprintln!("xrunlab dashboard: {name} received, stopping");
+                let _ = arrived.send(());
+            }
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    Ok(async move {
+        // An error means the thread ended without a signal: then nothing can stop the
+        // dashboard but the device.
+        if stop.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    })
 }

@@ -65,7 +65,23 @@ fn main() {
             std::process::exit(1)
         }
     };
-    if let Err(e) = serve(opts, engine, factory, vec!["sim".into()]) {
+    // This program owns its signals (the library takes a stop future): SIGINT or SIGTERM end it
+    // cleanly. The block runs on the dashboard's runtime, where tokio's handlers can be made.
+    let stop = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            eprintln!("serve: cannot handle SIGINT and SIGTERM; they end the process at once");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    };
+    if let Err(e) = serve(opts, engine, factory, vec!["sim".into()], stop) {
         eprintln!("serve: {e}");
         std::process::exit(1);
     }

@@ -48,24 +48,43 @@ impl OriginPolicy {
     }
 
     /// Checks a request's headers; `Err` says why it is refused.
-    pub fn check(&self, host: Option<&str>, origin: Option<&str>) -> Result<(), String> {
+    pub fn check(&self, host: Option<&str>, origin: Option<&str>) -> Result<(), Refused> {
         match host {
-            None => return Err("refused: the request has no Host header".into()),
+            None => return Err(Refused::NoHost),
             Some(h) if !self.host_ok(h) => {
-                return Err(format!(
-                    "refused: Host {h:?} is not this server (use http://127.0.0.1:{}/)",
-                    self.port
-                ))
+                return Err(Refused::Host {
+                    host: h.to_owned(),
+                    port: self.port,
+                })
             }
             Some(_) => {}
         }
         match origin {
-            Some(o) if !self.origin_ok(o) => Err(format!(
-                "refused: Origin {o:?} is not this server; only pages it serves may control the engine"
-            )),
+            Some(o) if !self.origin_ok(o) => Err(Refused::Origin(o.to_owned())),
             _ => Ok(()),
         }
     }
+}
+
+/// Why [`OriginPolicy::check`] refused a request (answered with 403 and this message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// No Host header (HTTP/1.1 requires one).
+    #[error("refused: the request has no Host header")]
+    NoHost,
+    /// A Host that names another server: a DNS-rebinding page, or a wrong address.
+    #[error("refused: Host {host:?} is not this server (use http://127.0.0.1:{port}/)")]
+    Host {
+        /// The Host header.
+        host: String,
+        /// This server's port.
+        port: u16,
+    },
+    /// A page from another site.
+    #[error(
+        "refused: Origin {0:?} is not this server; only pages it serves may control the engine"
+    )]
+    Origin(String),
 }
 
 /// Splits "name:port" and "[v6]:port"; `None` without a valid port (the server never runs on
@@ -145,9 +164,15 @@ mod tests {
         ] {
             assert!(!p.origin_ok(o), "{o}");
             let e = p.check(Some("127.0.0.1:8123"), Some(o)).unwrap_err();
-            assert!(e.contains("Origin"), "{e}");
+            assert_eq!(e, Refused::Origin(o.to_owned()));
+            assert!(e.to_string().contains("Origin"), "{e}");
         }
-        assert!(p.check(None, None).unwrap_err().contains("no Host"));
+        assert_eq!(p.check(None, None), Err(Refused::NoHost));
+        assert!(p
+            .check(None, None)
+            .unwrap_err()
+            .to_string()
+            .contains("no Host"));
         // DNS rebinding: the page's own name resolves here, so Host and Origin agree but are foreign.
         assert!(p
             .check(

@@ -24,7 +24,6 @@ pub mod telemetry;
 pub mod token;
 mod trace;
 
-use std::fmt;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -32,7 +31,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 use xrunlab_engine::{Device, Engine, EngineConfig};
 
-pub use token::{Access, Token};
+pub use token::{Access, Token, TokenError};
 
 /// Makes a device of a kind ("sim", "jack"...) for a config: the CLI's, so the page can switch devices.
 pub type DeviceFactory = Box<dyn Fn(&str, &EngineConfig) -> Result<Box<dyn Device>, String> + Send>;
@@ -80,76 +79,51 @@ impl Default for DashOptions {
 }
 
 /// Why the dashboard could not run or stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum DashError {
     /// The address could not be bound (in use, not an address of this machine...).
-    Bind(String),
+    #[error("dashboard: could not listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
     /// The tokio runtime or a thread could not be started.
-    Runtime(String),
+    #[error("dashboard: could not start {what}: {source}")]
+    Runtime {
+        /// What could not be started ("the tokio runtime", "the engine thread").
+        what: &'static str,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No access token could be made.
+    #[error("dashboard: {0}")]
+    Token(#[from] TokenError),
+    /// The engine thread panicked; the panic's message went to stderr.
+    #[error("dashboard: the engine thread panicked")]
+    EnginePanicked,
     /// The audio device failed; the reason says what happened and what to do.
+    #[error("the audio device failed: {0}")]
     Device(String),
 }
 
-impl fmt::Display for DashError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DashError::Bind(e) => write!(f, "dashboard: {e}"),
-            DashError::Runtime(e) => write!(f, "dashboard: {e}"),
-            DashError::Device(e) => write!(f, "the audio device failed: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for DashError {}
-
-/// Installs handlers for SIGINT (Ctrl-C), SIGTERM (`kill`, systemd,
-/// `timeout`, Docker) and SIGHUP (a closed terminal) at once, and returns a
-/// future that completes when one arrives and says which on stderr. Call it
-/// before announcing the URL, so a signal sent right after is caught. A
-/// signal whose handler cannot be installed keeps its default action (it
-/// ends the process), so it is left out rather than waited for forever.
-/// Must be called within the tokio runtime.
-fn stop_signals() -> impl std::future::Future<Output = ()> {
-    use tokio::signal::unix::{signal, Signal, SignalKind};
-    let install = |kind: SignalKind, name: &str| match signal(kind) {
-        Ok(stream) => Some(stream),
-        Err(e) => {
-            eprintln!("xrunlab dashboard: cannot handle {name}: {e}");
-            None
-        }
-    };
-    async fn arrives(stream: &mut Option<Signal>) {
-        match stream {
-            Some(s) => {
-                s.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    }
-    let mut int = install(SignalKind::interrupt(), "SIGINT");
-    let mut term = install(SignalKind::terminate(), "SIGTERM");
-    let mut hup = install(SignalKind::hangup(), "SIGHUP");
-    async move {
-        let name = tokio::select! {
-            () = arrives(&mut int) => "SIGINT (Ctrl-C)",
-            () = arrives(&mut term) => "SIGTERM",
-            () = arrives(&mut hup) => "SIGHUP",
-        };
-        eprintln!("xrunlab dashboard: {name} received, stopping");
-    }
-}
-
-/// Runs the dashboard until SIGINT, SIGTERM or SIGHUP (`Ok`) or until the device fails (`Err(DashError::Device)`),
-/// blocking the calling thread. Prints exactly one line to stdout,
-/// `xrunlab dashboard: http://127.0.0.1:PORT/?token=TOKEN` (without `?token=` when
-/// `opts.access` is [`Access::Open`]), once it listens, and a warning to stderr when
-/// `opts.listen` is not a loopback address or there is no token. `kinds` are the device kinds
-/// `factory` can make.
+/// Runs the dashboard until `stop` completes (`Ok`) or until the device fails
+/// (`Err(DashError::Device)`), blocking the calling thread. The caller owns the process's
+/// signals: the binary makes `stop` complete on SIGINT, SIGTERM or SIGHUP, and installs those
+/// handlers before calling, so a signal sent right after the URL is printed is caught. Prints
+/// exactly one line to stdout, `xrunlab dashboard: http://127.0.0.1:PORT/?token=TOKEN`
+/// (without `?token=` when `opts.access` is [`Access::Open`]), once it listens, and a warning
+/// to stderr when `opts.listen` is not a loopback address or there is no token. `kinds` are the
+/// device kinds `factory` can make.
 pub fn serve(
     opts: DashOptions,
     engine: Engine,
     factory: DeviceFactory,
     kinds: Vec<String>,
+    stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), DashError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         // Two workers: the server does little per request, and the machine's cores belong to audio.
@@ -157,9 +131,11 @@ pub fn serve(
         .thread_name("xrl-dash-http")
         .enable_all()
         .build()
-        .map_err(|e| DashError::Runtime(format!("could not start the tokio runtime: {e}")))?;
+        .map_err(|source| DashError::Runtime {
+            what: "the tokio runtime",
+            source,
+        })?;
     let result = runtime.block_on(async move {
-        let stop = stop_signals();
         let running = start(opts, engine, factory, kinds).await?;
         println!("xrunlab dashboard: {}", running.url());
         let _ = std::io::stdout().flush();
@@ -270,7 +246,7 @@ impl Running {
                 Ok(())
             }
             Some(owner::Exit::Stopped) => Ok(()),
-            None => Err(DashError::Runtime("the engine thread panicked".into())),
+            None => Err(DashError::EnginePanicked),
         }
     }
 }
@@ -284,17 +260,15 @@ pub async fn start(
     factory: DeviceFactory,
     kinds: Vec<String>,
 ) -> Result<Running, DashError> {
-    let listener = bind(SocketAddr::new(opts.listen, opts.port)).map_err(|e| {
-        DashError::Bind(format!(
-            "could not listen on {}:{}: {e}",
-            opts.listen, opts.port
-        ))
-    })?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| DashError::Bind(e.to_string()))?;
+    let asked = SocketAddr::new(opts.listen, opts.port);
+    let cannot_bind = |source| DashError::Bind {
+        addr: asked,
+        source,
+    };
+    let listener = bind(asked).map_err(cannot_bind)?;
+    let addr = listener.local_addr().map_err(cannot_bind)?;
     let token = match opts.access {
-        Access::GeneratedToken => Some(Token::generate().map_err(DashError::Runtime)?),
+        Access::GeneratedToken => Some(Token::generate()?),
         Access::Token(t) => Some(t),
         Access::Open => None,
     };
@@ -332,7 +306,10 @@ pub async fn start(
         shared.clone(),
         done_tx,
     )
-    .map_err(|e| DashError::Runtime(format!("could not start the engine thread: {e}")))?;
+    .map_err(|source| DashError::Runtime {
+        what: "the engine thread",
+        source,
+    })?;
     let (closing, closing_rx) = tokio::sync::watch::channel(false);
     let state = server::AppState {
         commands: commands.clone(),

@@ -79,7 +79,7 @@ async fn same_origin(
     };
     match verdict {
         Ok(()) => next.run(req).await,
-        Err(why) => error_response(&ApiError::failed(403, why)),
+        Err(why) => error_response(&ApiError::failed(403, why.to_string())),
     }
 }
 
@@ -282,14 +282,14 @@ async fn get_trace(
     let build = tokio::task::spawn_blocking(move || {
         snapshot
             .write_to(trace::ChunkWriter::new(tx))
-            .and_then(|mut w| std::io::Write::flush(&mut w).map_err(|e| e.to_string()))
+            .and_then(|mut w| std::io::Write::flush(&mut w).map_err(trace::WriteError::Flush))
     });
     tokio::spawn(async move {
         // A build that fails midway must not end the body as if it were whole: an error in the
         // stream makes the server abort the response, and the client sees a broken transfer.
         let why = match build.await {
             Ok(Ok(())) => return,
-            Ok(Err(e)) => e,
+            Ok(Err(e)) => e.to_string(),
             Err(e) => format!("building the trace failed: {e}"),
         };
         let _ = on_failure.send(Err(std::io::Error::other(why))).await;

@@ -20,6 +20,29 @@ pub const MAX_LEN: usize = 256;
 /// escaping in a URL's query, a cookie value or a Bearer header.
 pub const ALLOWED: &str = "1 to 256 characters of A-Z a-z 0-9 - . _ ~";
 
+/// Why a token could not be made: a given one breaks the rules ([`ALLOWED`]), or the OS gave no
+/// randomness for a generated one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// `--token ""`.
+    #[error(
+        "the token must not be empty: allowed are {ALLOWED} (or --no-token to serve without one)"
+    )]
+    Empty,
+    /// Longer than [`MAX_LEN`].
+    #[error("the token is {bytes} bytes long: allowed are {ALLOWED}")]
+    TooLong {
+        /// Its length in bytes.
+        bytes: usize,
+    },
+    /// A character outside [`ALLOWED`] (the first one found).
+    #[error("the token contains {0:?}: allowed are {ALLOWED}")]
+    Character(char),
+    /// getrandom(2) failed.
+    #[error("could not get random bytes for the access token: {0}")]
+    Random(#[source] getrandom::Error),
+}
+
 /// A secret that grants use of the dashboard. Its `Debug` does not show it, and comparing two
 /// tokens (`==`) takes constant time like [`Token::matches`].
 #[derive(Clone, Eq)]
@@ -27,31 +50,25 @@ pub struct Token(String);
 
 impl Token {
     /// A new random token from the operating system's randomness (getrandom(2)).
-    pub fn generate() -> Result<Token, String> {
+    pub fn generate() -> Result<Token, TokenError> {
         let mut bytes = [0u8; GENERATED_BYTES];
-        getrandom::fill(&mut bytes)
-            .map_err(|e| format!("could not get random bytes for the access token: {e}"))?;
+        getrandom::fill(&mut bytes).map_err(TokenError::Random)?;
         Ok(Token(bytes.iter().map(|b| format!("{b:02x}")).collect()))
     }
 
     /// A token the user chose (`--token`); `Err` says what is wrong and what is allowed.
-    pub fn new(value: &str) -> Result<Token, String> {
+    pub fn new(value: &str) -> Result<Token, TokenError> {
         if value.is_empty() {
-            return Err(format!(
-                "the token must not be empty: allowed are {ALLOWED} (or --no-token to serve without one)"
-            ));
+            return Err(TokenError::Empty);
         }
         if value.len() > MAX_LEN {
-            return Err(format!(
-                "the token is {} bytes long: allowed are {ALLOWED}",
-                value.len()
-            ));
+            return Err(TokenError::TooLong { bytes: value.len() });
         }
         if let Some(c) = value
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~')))
         {
-            return Err(format!("the token contains {c:?}: allowed are {ALLOWED}"));
+            return Err(TokenError::Character(c));
         }
         Ok(Token(value.to_owned()))
     }
@@ -90,8 +107,8 @@ impl fmt::Debug for Token {
 }
 
 impl std::str::FromStr for Token {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Token, String> {
+    type Err = TokenError;
+    fn from_str(s: &str) -> Result<Token, TokenError> {
         Token::new(s)
     }
 }
@@ -218,16 +235,18 @@ mod tests {
         for ok in ["x", "a-b.c_d~e", "ABCxyz019", &"z".repeat(MAX_LEN)] {
             assert_eq!(Token::new(ok).unwrap().as_str(), ok);
         }
-        let empty = Token::new("").unwrap_err();
+        let empty = Token::new("").unwrap_err().to_string();
         assert!(
             empty.contains("must not be empty") && empty.contains(ALLOWED),
             "{empty}"
         );
         for bad in ["a b", "a;b", "a=b", "a/b", "a+b", "tök", "a\"b", "a%20"] {
-            let e = Token::new(bad).unwrap_err();
+            let e = Token::new(bad).unwrap_err().to_string();
             assert!(e.contains("contains") && e.contains(ALLOWED), "{bad}: {e}");
         }
-        let long = Token::new(&"z".repeat(MAX_LEN + 1)).unwrap_err();
+        let long = Token::new(&"z".repeat(MAX_LEN + 1))
+            .unwrap_err()
+            .to_string();
         assert!(long.contains("257 bytes"), "{long}");
     }
 

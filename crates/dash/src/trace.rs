@@ -173,7 +173,7 @@ impl TraceSnapshot {
 
     /// Writes the Chrome JSON trace of the snapshot to `out` as it is built; returns `out`, or
     /// the reason writing stopped (the client went away).
-    pub(crate) fn write_to<W: Write>(self, out: W) -> Result<W, String> {
+    pub(crate) fn write_to<W: Write>(self, out: W) -> Result<W, WriteError> {
         let covered_seconds = self.covered_seconds();
         let options = PerfettoOptions {
             max_events: None,
@@ -247,9 +247,22 @@ impl TraceSnapshot {
         let (summary, out) = trace.into_writer().finish_into();
         match (out, summary.warning) {
             (Some(out), None) => Ok(out),
-            (_, warning) => Err(warning.unwrap_or_else(|| "the trace writer stopped".into())),
+            (_, warning) => Err(WriteError::Stopped(
+                warning.unwrap_or_else(|| "the trace writer stopped".into()),
+            )),
         }
     }
+}
+
+/// Why a trace download ended before its end.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    /// The trace writer stopped; its own account (the client went away, most often).
+    #[error("{0}")]
+    Stopped(String),
+    /// The last chunk could not be handed to the connection.
+    #[error("the trace's last chunk could not be sent: {0}")]
+    Flush(#[source] std::io::Error),
 }
 
 /// Kernel send buffer asked for on a connection that downloads a trace (the kernel caps it at

@@ -588,10 +588,79 @@ async fn a_failing_device_ends_the_dashboard_with_its_reason() {
     )
     .await
     .unwrap();
-    assert_eq!(
-        result,
-        Err(DashError::Device("the test server went away".into()))
+    assert!(
+        matches!(&result, Err(DashError::Device(why)) if why == "the test server went away"),
+        "{result:?}"
     );
+}
+
+/// The signals this process catches, from /proc/self/status (bit `n - 1` for signal `n`).
+fn caught_signals() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .expect("SigCgt in /proc/self/status");
+    u64::from_str_radix(mask.trim(), 16).unwrap()
+}
+
+#[test]
+fn serve_stops_when_the_callers_stop_future_completes_and_installs_no_signal_handler() {
+    let c = config();
+    let engine = Engine::start(
+        c.clone(),
+        Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, false)),
+    )
+    .unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let stop = async move {
+            let _ = stop_rx.await;
+        };
+        let result =
+            xrunlab_dash::serve(options(), engine, sim_factory(), vec!["sim".into()], stop);
+        let _ = done_tx.send(result);
+    });
+    // Still serving while the caller has not said stop.
+    assert!(done_rx.recv_timeout(Duration::from_millis(500)).is_err());
+    stop_tx.send(()).unwrap();
+    let result = done_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("serve returns once the caller's stop future completes");
+    assert!(result.is_ok(), "{result:?}");
+    let signals = caught_signals();
+    for (signal, name) in [(1, "SIGHUP"), (2, "SIGINT"), (15, "SIGTERM")] {
+        assert_eq!(
+            signals & (1 << (signal - 1)),
+            0,
+            "the library caught {name}: signals belong to the binary"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_in_use_is_a_bind_error_naming_the_address_with_the_io_error_as_source() {
+    use std::error::Error;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let c = config();
+    let engine = Engine::start(
+        c.clone(),
+        Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, false)),
+    )
+    .unwrap();
+    let opts = DashOptions { port, ..options() };
+    let Err(e) = start(opts, engine, sim_factory(), vec!["sim".into()]).await else {
+        panic!("bound a port that is in use");
+    };
+    assert!(matches!(e, DashError::Bind { .. }), "{e:?}");
+    assert!(e.to_string().contains(&format!("127.0.0.1:{port}")), "{e}");
+    let io = e
+        .source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .expect("the source is the io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::AddrInUse);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
