@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use xrunlab_doctor::apply::{self, ApplyError, Change, Setting};
+use xrunlab_doctor::apply::{self, Change, Setting};
 use xrunlab_doctor::journal;
 use xrunlab_doctor::measure::{self, MeasureReport, Plan, Toggle};
 use xrunlab_doctor::{Options, Probes, Report, Roots};
@@ -118,7 +118,7 @@ fn json_target(args: &DoctorArgs) -> Result<Option<Option<&Path>>, Failure> {
 
 /// `doctor --undo`: restores what a killed `--apply` left in force.
 fn undo_journal(roots: &xrunlab_doctor::roots::Roots) -> Result<(), Failure> {
-    match journal::find(roots).map_err(Failure::Runtime)? {
+    match journal::find(roots)? {
         None => {
             println!("nothing to undo: no doctor --apply left settings in force");
             Ok(())
@@ -129,7 +129,7 @@ fn undo_journal(roots: &xrunlab_doctor::roots::Roots) -> Result<(), Failure> {
             j.setting, j.pid, j.pid
         ))),
         Some(journal::Found::EarlierBoot(j)) => {
-            journal::remove(roots).map_err(Failure::Runtime)?;
+            journal::remove(roots)?;
             println!(
                 "discarded the undo journal of `doctor --apply {}` from before the last boot: the \
                  reboot reset what it had changed",
@@ -191,7 +191,10 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
             j.setting, j.pid
         )),
         Ok(Some(journal::Found::EarlierBoot(j))) => {
-            let gone = journal::remove(&roots).err().unwrap_or_default();
+            let gone = journal::remove(&roots)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             say(&format!(
                 "note: discarded the undo journal of `doctor --apply {}` from before the last boot \
                  (the reboot reset what it had changed){gone}\n\n",
@@ -220,9 +223,7 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
                 ));
                 Some(a)
             }
-            Err(ApplyError::Unavailable(why)) | Err(ApplyError::Failed(why)) => {
-                return Err(Failure::Runtime(why))
-            }
+            Err(e) => return Err(e.into()),
         },
     };
 

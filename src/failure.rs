@@ -76,3 +76,18 @@ impl From<xrunlab_dash::DashError> for Failure {
         Failure::Runtime(e.to_string())
     }
 }
+
+/// `doctor --apply` could not change the machine (no cpufreq, a write refused, a pending
+/// undo): found while running.
+impl From<xrunlab_doctor::apply::ApplyError> for Failure {
+    fn from(e: xrunlab_doctor::apply::ApplyError) -> Failure {
+        Failure::Runtime(e.to_string())
+    }
+}
+
+/// The undo journal could not be read, written or removed: found while running.
+impl From<xrunlab_doctor::journal::JournalError> for Failure {
+    fn from(e: xrunlab_doctor::journal::JournalError) -> Failure {
+        Failure::Runtime(e.to_string())
+    }
+}

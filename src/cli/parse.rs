@@ -29,7 +29,9 @@ pub enum CapacityPreset {
     Optimal,
 }
 
-pub fn parse_setting(s: &str) -> Result<xrunlab_doctor::apply::Setting, String> {
+pub fn parse_setting(
+    s: &str,
+) -> Result<xrunlab_doctor::apply::Setting, xrunlab_doctor::apply::UnknownSetting> {
     xrunlab_doctor::apply::Setting::from_name(s)
 }
 

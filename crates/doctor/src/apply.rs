@@ -2,6 +2,7 @@
 //! remember the old ones, and restore them when the guard is undone or dropped. Used on the
 //! main thread; the binary undoes on exit and on SIGINT/SIGTERM/SIGHUP.
 
+use crate::journal::{JournalError, UndoError};
 use crate::roots::{shown, Roots};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -25,17 +26,12 @@ impl Setting {
     ];
 
     /// Parses a command-line name; `Err` lists the allowed names.
-    pub fn from_name(name: &str) -> Result<Setting, String> {
+    pub fn from_name(name: &str) -> Result<Setting, UnknownSetting> {
         Setting::ALL
             .iter()
             .find(|(_, n)| *n == name)
             .map(|(s, _)| *s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown setting {name:?} (allowed: {})",
-                    Setting::ALL.map(|(_, n)| n).join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownSetting(name.to_owned()))
     }
 
     /// The name on the command line.
@@ -82,21 +78,56 @@ pub struct Applied {
     roots: Roots,
 }
 
-/// Why a setting could not be applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApplyError {
-    /// The machine lacks what the setting changes (e.g. no cpufreq): nothing was written.
-    Unavailable(String),
-    /// A write failed; every file written before it was restored.
-    Failed(String),
+/// A setting name that is not one of [`Setting::ALL`] (a usage error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown setting {0:?} (allowed: {allowed})", allowed = Setting::ALL.map(|(_, n)| n).join(", "))]
+pub struct UnknownSetting(pub String);
+
+/// One file that could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {value:?} to {}: {source}", shown(path))]
+pub struct WriteFailed {
+    /// The file.
+    pub path: PathBuf,
+    /// The value that was to be written.
+    pub value: String,
+    /// What the operating system said.
+    #[source]
+    pub source: std::io::Error,
 }
 
-impl std::fmt::Display for ApplyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ApplyError::Unavailable(s) | ApplyError::Failed(s) => f.write_str(s),
-        }
-    }
+/// Why a setting could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The machine lacks what the setting changes (e.g. no cpufreq): nothing was written.
+    #[error("{0}")]
+    Unavailable(String),
+    /// A file to change could not be read for its old value: nothing was written.
+    #[error("cannot read {}: {source}", shown(path))]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An earlier apply left settings to undo: nothing was written.
+    #[error(
+        "an earlier `doctor --apply {setting}` (pid {pid}) left settings to undo: run `xrunlab \
+         doctor --undo` first (or wait for it to exit)"
+    )]
+    PendingUndo {
+        /// The setting it applied.
+        setting: String,
+        /// Its process.
+        pid: i32,
+    },
+    /// The undo journal could not be read or written: nothing was written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// A write failed; every file written before it was restored.
+    #[error(transparent)]
+    Write(#[from] WriteFailed),
 }
 
 /// The files a setting writes, with the value it writes to each.
@@ -135,9 +166,13 @@ fn targets(setting: Setting, roots: &Roots) -> Result<Vec<(PathBuf, String)>, Ap
     }
 }
 
-fn write(path: &std::path::Path, value: &str) -> Result<(), String> {
-    std::fs::write(path, format!("{value}\n"))
-        .map_err(|e| format!("cannot write {value:?} to {}: {e}", shown(path)))
+/// Writes `value` and a newline to `path`.
+pub(crate) fn write(path: &std::path::Path, value: &str) -> Result<(), WriteFailed> {
+    std::fs::write(path, format!("{value}\n")).map_err(|source| WriteFailed {
+        path: path.to_path_buf(),
+        value: value.to_owned(),
+        source,
+    })
 }
 
 /// Applies `setting` under `roots`. Before any file changes, the undo journal (see
@@ -148,7 +183,10 @@ pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
     let mut planned = Vec::new();
     for (path, new) in targets {
         let old = std::fs::read_to_string(&path)
-            .map_err(|e| ApplyError::Failed(format!("cannot read {}: {e}", shown(&path))))?
+            .map_err(|source| ApplyError::Read {
+                path: path.clone(),
+                source,
+            })?
             .trim()
             .to_owned();
         planned.push(Change { path, old, new });
@@ -156,17 +194,14 @@ pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
     // A journal still to undo (or a doctor applying right now) comes first: writing ours over
     // it would lose the only record of the values to restore.
     if let Some(crate::journal::Found::OwnerRunning(j) | crate::journal::Found::Orphaned(j)) =
-        crate::journal::find(roots).map_err(ApplyError::Failed)?
+        crate::journal::find(roots)?
     {
-        return Err(ApplyError::Failed(format!(
-            "an earlier `doctor --apply {}` (pid {}) left settings to undo: run `xrunlab doctor \
-             --undo` first (or wait for it to exit)",
-            j.setting, j.pid
-        )));
+        return Err(ApplyError::PendingUndo {
+            setting: j.setting,
+            pid: j.pid,
+        });
     }
-    crate::journal::Journal::for_this_process(setting.name(), planned.clone())
-        .write(roots)
-        .map_err(ApplyError::Failed)?;
+    crate::journal::Journal::for_this_process(setting.name(), planned.clone()).write(roots)?;
     let mut applied = Applied {
         setting,
         changes: Vec::new(),
@@ -174,7 +209,7 @@ pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
         roots: roots.clone(),
     };
     for c in planned {
-        write(&c.path, &c.new).map_err(ApplyError::Failed)?;
+        write(&c.path, &c.new)?;
         applied.changes.push(c);
     }
     Ok(applied)
@@ -208,13 +243,13 @@ impl Applied {
     }
 
     /// Writes every old value back; the errors of the writes that failed.
-    pub fn undo(mut self) -> Result<Vec<Change>, String> {
+    pub fn undo(mut self) -> Result<Vec<Change>, UndoError> {
         self.restore()
     }
 
-    fn restore(&mut self) -> Result<Vec<Change>, String> {
+    fn restore(&mut self) -> Result<Vec<Change>, UndoError> {
         let changes = std::mem::take(&mut self.changes);
-        let errors: Vec<String> = changes
+        let errors: Vec<WriteFailed> = changes
             .iter()
             .rev()
             .filter_map(|c| write(&c.path, &c.old).err())
@@ -223,7 +258,7 @@ impl Applied {
             crate::journal::remove(&self.roots)?;
             Ok(changes)
         } else {
-            Err(errors.join("; "))
+            Err(UndoError::Writes(errors))
         }
     }
 }

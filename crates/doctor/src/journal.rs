@@ -7,7 +7,7 @@
 //! reboot). Whether its owner still runs is judged by the live `/proc` (pid, and the process's
 //! start time so a reused pid is not taken for the owner) and the boot id.
 
-use crate::apply::Change;
+use crate::apply::{Change, WriteFailed};
 use crate::roots::{shown, Roots};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -79,10 +79,13 @@ impl Journal {
     }
 
     /// Writes it atomically (temporary file, fsync, rename), creating the directory.
-    pub fn write(&self, roots: &Roots) -> Result<(), String> {
+    pub fn write(&self, roots: &Roots) -> Result<(), JournalError> {
         let target = path(roots);
         let dir = target.parent().expect("the journal has a directory");
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", shown(dir)))?;
+        std::fs::create_dir_all(dir).map_err(|source| JournalError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let tmp = dir.join(format!(".doctor-undo.{}.tmp", std::process::id()));
         let bytes = serde_json::to_vec_pretty(self).expect("a journal serializes");
         let write = || -> std::io::Result<()> {
@@ -92,7 +95,10 @@ impl Journal {
             f.sync_all()?;
             std::fs::rename(&tmp, &target)
         };
-        write().map_err(|e| format!("cannot write the undo journal {}: {e}", shown(&target)))
+        write().map_err(|source| JournalError::Write {
+            path: target,
+            source,
+        })
     }
 
     fn owner_runs(&self) -> bool {
@@ -101,36 +107,35 @@ impl Journal {
 }
 
 /// Removes the journal (after a clean undo, a deliberate `--keep`, or a discard).
-pub fn remove(roots: &Roots) -> Result<(), String> {
+pub fn remove(roots: &Roots) -> Result<(), JournalError> {
     match std::fs::remove_file(path(roots)) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("cannot remove {}: {e}", shown(&path(roots)))),
+        Err(source) => Err(JournalError::Remove {
+            path: path(roots),
+            source,
+        }),
     }
 }
 
 /// The journal left under `roots`, if any, and what it means. A journal that cannot be read
 /// is an error naming the file (it is left in place: it may be the only record of what to undo).
-pub fn find(roots: &Roots) -> Result<Option<Found>, String> {
+pub fn find(roots: &Roots) -> Result<Option<Found>, JournalError> {
     let p = path(roots);
     let text = match std::fs::read_to_string(&p) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read the undo journal {}: {e}", shown(&p))),
+        Err(source) => return Err(JournalError::Read { path: p, source }),
     };
-    let journal: Journal = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "the undo journal {} is damaged ({e}); it is left in place: restore its values by \
-             hand, then delete it",
-            shown(&p)
-        )
-    })?;
+    let journal: Journal = match serde_json::from_str(&text) {
+        Ok(j) => j,
+        Err(source) => return Err(JournalError::Damaged { path: p, source }),
+    };
     if journal.schema != SCHEMA {
-        return Err(format!(
-            "the undo journal {} has schema {:?}, not {SCHEMA:?}; it is left in place",
-            shown(&p),
-            journal.schema
-        ));
+        return Err(JournalError::Schema {
+            path: p,
+            schema: journal.schema,
+        });
     }
     Ok(Some(if journal.boot_id != live_boot_id() {
         Found::EarlierBoot(journal)
@@ -143,21 +148,94 @@ pub fn find(roots: &Roots) -> Result<Option<Found>, String> {
 
 /// Restores an orphaned journal's old values (last change first) and removes it; the changes
 /// restored, or the writes that failed (the journal then stays).
-pub fn undo(roots: &Roots, journal: &Journal) -> Result<Vec<Change>, String> {
-    let errors: Vec<String> = journal
+pub fn undo(roots: &Roots, journal: &Journal) -> Result<Vec<Change>, UndoError> {
+    let errors: Vec<WriteFailed> = journal
         .changes
         .iter()
         .rev()
-        .filter_map(|c| {
-            std::fs::write(&c.path, format!("{}\n", c.old))
-                .err()
-                .map(|e| format!("cannot write {:?} to {}: {e}", c.old, shown(&c.path)))
-        })
+        .filter_map(|c| crate::apply::write(&c.path, &c.old).err())
         .collect();
     if errors.is_empty() {
         remove(roots)?;
         Ok(journal.changes.clone())
     } else {
-        Err(errors.join("; "))
+        Err(UndoError::Writes(errors))
     }
+}
+
+/// Why the undo journal could not be written, read or removed. Each message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// Its directory could not be made.
+    #[error("cannot create {}: {source}", shown(path))]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It could not be written.
+    #[error("cannot write the undo journal {}: {source}", shown(path))]
+    Write {
+        /// The journal.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It could not be removed.
+    #[error("cannot remove {}: {source}", shown(path))]
+    Remove {
+        /// The journal.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It exists but could not be read.
+    #[error("cannot read the undo journal {}: {source}", shown(path))]
+    Read {
+        /// The journal.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not a journal's JSON; it is left in place.
+    #[error(
+        "the undo journal {} is damaged ({source}); it is left in place: restore its values by \
+         hand, then delete it",
+        shown(path)
+    )]
+    Damaged {
+        /// The journal.
+        path: PathBuf,
+        /// What the JSON parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// It was written by another version of the doctor; it is left in place.
+    #[error(
+        "the undo journal {} has schema {schema:?}, not {SCHEMA:?}; it is left in place",
+        shown(path)
+    )]
+    Schema {
+        /// The journal.
+        path: PathBuf,
+        /// The schema it names.
+        schema: String,
+    },
+}
+
+/// Why an undo did not finish: writes that failed (the journal then stays), or the journal
+/// could not be removed after every value was restored.
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    /// These writes failed (last change first); the others were restored.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Writes(Vec<WriteFailed>),
+    /// Every value was restored but the journal could not be removed.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
 }

@@ -1,9 +1,17 @@
 //! The running kernel's build configuration: `/boot/config-RELEASE` (Debian, Fedora, Ubuntu)
 //! or `/proc/config.gz` (CONFIG_IKCONFIG_PROC). Read once on the main thread.
 
-use crate::roots::{read, Roots};
+use crate::roots::{read, ReadError, Roots};
 use std::collections::BTreeMap;
 use std::io::Read;
+
+/// No kernel configuration could be read: why, for every place looked at.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.tried.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct KconfigError {
+    /// Each place looked at, in order, and why it did not do.
+    pub tried: Vec<ReadError>,
+}
 
 /// The `CONFIG_*` options of the running kernel and the file they came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +24,7 @@ pub struct KernelConfig {
 impl KernelConfig {
     /// Finds and reads the configuration of the kernel whose release is in
     /// `/proc/sys/kernel/osrelease`. `Err` lists every place looked at.
-    pub fn load(roots: &Roots) -> Result<KernelConfig, String> {
+    pub fn load(roots: &Roots) -> Result<KernelConfig, KconfigError> {
         let mut tried = Vec::new();
         match read(&roots.proc("sys/kernel/osrelease")) {
             Ok(release) => {
@@ -34,12 +42,12 @@ impl KernelConfig {
                 let mut text = String::new();
                 match flate2::read::GzDecoder::new(file).read_to_string(&mut text) {
                     Ok(_) => return Ok(KernelConfig::parse(&gz.display().to_string(), &text)),
-                    Err(e) => tried.push(format!("{} does not decompress: {e}", gz.display())),
+                    Err(source) => tried.push(ReadError::Decompress { path: gz, source }),
                 }
             }
-            Err(_) => tried.push(format!("{} is missing", gz.display())),
+            Err(e) => tried.push(ReadError::io(&gz, e)),
         }
-        Err(tried.join("; "))
+        Err(KconfigError { tried })
     }
 
     /// Parses config text: `CONFIG_X=value` lines and `# CONFIG_X is not set` (stored as "n").

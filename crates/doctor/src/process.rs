@@ -2,7 +2,7 @@
 //! `/proc/self/status`, resource limits from `/proc/self/limits`, names from /etc/passwd and
 //! /etc/group, and the kernel command line. Used on the main thread.
 
-use crate::roots::{read, Roots};
+use crate::roots::{read, ReadError, Roots};
 
 /// CAP_DAC_OVERRIDE: read, write and search any file.
 pub const CAP_DAC_OVERRIDE: u32 = 1;
@@ -32,7 +32,7 @@ pub struct ProcessStatus {
 
 impl ProcessStatus {
     /// Parses `/proc/self/status` under `roots`; `Err` names the file and what was wrong.
-    pub fn read(roots: &Roots) -> Result<ProcessStatus, String> {
+    pub fn read(roots: &Roots) -> Result<ProcessStatus, ReadError> {
         let path = roots.proc("self/status");
         let text = read(&path)?;
         let field = |name: &str| {
@@ -40,7 +40,10 @@ impl ProcessStatus {
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
                 .map(str::trim)
         };
-        let bad = |what: &str| format!("{} has no readable {what} line", path.display());
+        let bad = |what: &str| ReadError::NoLine {
+            path: path.clone(),
+            line: what.to_owned(),
+        };
         // "Uid: real effective saved fs": the effective id decides permissions.
         let second = |line: &str| line.split_whitespace().nth(1)?.parse::<u32>().ok();
         let uid = field("Uid").and_then(second).ok_or_else(|| bad("Uid"))?;

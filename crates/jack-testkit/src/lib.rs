@@ -32,6 +32,17 @@ pub struct TestServer {
     log: PathBuf,
 }
 
+/// Why [`TestServer::start_named`] did not start a server: the name is in use.
+#[derive(Debug, thiserror::Error)]
+pub enum NameTaken {
+    /// A server of that name answers already.
+    #[error("a server named {0} is already running")]
+    Running(String),
+    /// jackd exited saying the name is active or the registry is full; its output.
+    #[error("{0}")]
+    Refused(String),
+}
+
 impl TestServer {
     /// Starts a server with `period` frames under the first free name `{prefix}-0..3`:
     /// libjack's registry frees a killed server's entry only when a server of the same
@@ -41,16 +52,17 @@ impl TestServer {
         for slot in 0..4 {
             match TestServer::start_named(&format!("{prefix}-{slot}"), period) {
                 Ok(server) => return server,
-                Err(log) => last_log = log,
+                Err(e) => last_log = e.to_string(),
             }
         }
         panic!("no test JACK server could be started:\n{last_log}");
     }
 
-    /// A server under `name`; `Err` with jackd's output when the name is taken.
-    pub fn start_named(name: &str, period: u32) -> Result<TestServer, String> {
+    /// A server under `name`; `Err` when the name is taken (with jackd's output when jackd
+    /// said so).
+    pub fn start_named(name: &str, period: u32) -> Result<TestServer, NameTaken> {
         if serves(name) {
-            return Err(format!("a server named {name} is already running"));
+            return Err(NameTaken::Running(name.to_owned()));
         }
         let name = name.to_owned();
         let period = period.to_string();
@@ -84,7 +96,7 @@ impl TestServer {
                     "jackd -n {} exited before it was ready: {status}\n{log}",
                     server.name
                 );
-                return Err(log);
+                return Err(NameTaken::Refused(log));
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(5),

@@ -171,7 +171,7 @@ pub fn run(p: &BufferParams, ctx: &Ctx) -> Result<BufferResult, LabError> {
     let mut rapl = xrunlab_sys::RaplMeter::open(xrunlab_sys::default_sys_root());
     let energy = match &rapl {
         Ok(_) => "RAPL".to_string(),
-        Err(e) => e.clone(),
+        Err(e) => e.to_string(),
     };
     start_progress(ctx, p.buffers.len() as u64, "buffer");
     let mut points = Vec::new();

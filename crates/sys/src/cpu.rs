@@ -36,22 +36,23 @@ pub struct CpuInfo {
 /// use xrunlab_sys::{format_cpu_list, parse_cpu_list};
 /// assert_eq!(parse_cpu_list("0-3,5").unwrap(), vec![0, 1, 2, 3, 5]);
 /// assert_eq!(format_cpu_list(&[0, 1, 2, 3, 5]), "0-3,5");
-/// assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+/// assert!(parse_cpu_list("3-1").unwrap_err().to_string().contains("backwards"));
 /// ```
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, CpuListError> {
     let s = s.trim();
     if s.is_empty() {
-        return Err("empty CPU list (expected something like \"0-3,5\")".to_owned());
+        return Err(CpuListError::Empty);
     }
-    let number = |t: &str| -> Result<usize, String> {
-        let n: usize = t
-            .trim()
-            .parse()
-            .map_err(|_| format!("\"{}\" is not a CPU number in CPU list \"{s}\"", t.trim()))?;
+    let number = |t: &str| -> Result<usize, CpuListError> {
+        let n: usize = t.trim().parse().map_err(|_| CpuListError::NotANumber {
+            item: t.trim().to_owned(),
+            list: s.to_owned(),
+        })?;
         if n > MAX_CPU_ID {
-            return Err(format!(
-                "CPU {n} in CPU list \"{s}\" is above the largest supported CPU {MAX_CPU_ID}"
-            ));
+            return Err(CpuListError::AboveMax {
+                cpu: n,
+                list: s.to_owned(),
+            });
         }
         Ok(n)
     };
@@ -61,10 +62,10 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
             Some((a, b)) => {
                 let (first, last) = (number(a)?, number(b)?);
                 if first > last {
-                    return Err(format!(
-                        "range \"{}\" in CPU list \"{s}\" runs backwards",
-                        part.trim()
-                    ));
+                    return Err(CpuListError::Backwards {
+                        range: part.trim().to_owned(),
+                        list: s.to_owned(),
+                    });
                 }
                 cpus.extend(first..=last);
             }
@@ -74,6 +75,38 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     cpus.sort_unstable();
     cpus.dedup();
     Ok(cpus)
+}
+
+/// Why a CPU list ("0-3,5") did not parse; the message quotes the list and says what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    /// Nothing but blanks.
+    #[error("empty CPU list (expected something like \"0-3,5\")")]
+    Empty,
+    /// An item that is not a number or a range of two.
+    #[error("\"{item}\" is not a CPU number in CPU list \"{list}\"")]
+    NotANumber {
+        /// The item as written.
+        item: String,
+        /// The whole list.
+        list: String,
+    },
+    /// A CPU above [`MAX_CPU_ID`].
+    #[error("CPU {cpu} in CPU list \"{list}\" is above the largest supported CPU {MAX_CPU_ID}")]
+    AboveMax {
+        /// The CPU number written.
+        cpu: usize,
+        /// The whole list.
+        list: String,
+    },
+    /// A range whose first CPU is above its last.
+    #[error("range \"{range}\" in CPU list \"{list}\" runs backwards")]
+    Backwards {
+        /// The range as written.
+        range: String,
+        /// The whole list.
+        list: String,
+    },
 }
 
 /// Formats CPU numbers the way the kernel does, collapsing runs: `[0, 1, 2, 3, 5]` -> "0-3,5".
@@ -277,16 +310,26 @@ mod tests {
 
     #[test]
     fn cpu_list_errors_say_what_was_wrong() {
-        assert!(parse_cpu_list("").unwrap_err().contains("empty"));
+        assert_eq!(parse_cpu_list(""), Err(CpuListError::Empty));
+        assert!(parse_cpu_list("")
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
         assert!(parse_cpu_list("0-x")
             .unwrap_err()
+            .to_string()
             .contains("\"x\" is not a CPU number"));
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("\"3-1\""));
+        assert!(parse_cpu_list("3-1")
+            .unwrap_err()
+            .to_string()
+            .contains("\"3-1\""));
         assert!(parse_cpu_list("0,,1")
             .unwrap_err()
+            .to_string()
             .contains("not a CPU number"));
         assert!(parse_cpu_list("0-4000000000")
             .unwrap_err()
+            .to_string()
             .contains("above the largest"));
     }
 

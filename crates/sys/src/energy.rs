@@ -20,6 +20,45 @@ struct RaplZone {
     last_uj: u64,
 }
 
+/// Why RAPL energy cannot be read: the machine has none, or its counters cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RaplError {
+    /// No top-level RAPL zone (a VM, an ARM machine, no powercap driver).
+    #[error("not available on this machine (no {} RAPL zones)", dir.display())]
+    NotAvailable {
+        /// The powercap directory looked in.
+        dir: PathBuf,
+    },
+    /// The energy counter is root-only (kernels patched against power side channels).
+    #[error(
+        "permission denied reading {} (RAPL energy is root-only on this kernel; \
+         run as root or make it readable)",
+        path.display()
+    )]
+    Permission {
+        /// The counter's file.
+        path: PathBuf,
+        /// The refusal.
+        #[source]
+        source: io::Error,
+    },
+    /// The energy counter could not be read or parsed.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The counter's file.
+        path: PathBuf,
+        /// What failed.
+        #[source]
+        source: io::Error,
+    },
+    /// The zone's counter range is missing or not a number.
+    #[error("cannot read {}", path.display())]
+    Range {
+        /// The `max_energy_range_uj` file.
+        path: PathBuf,
+    },
+}
+
 /// Sums the energy counters of all top-level RAPL zones (`intel-rapl:N`, one per package; AMD
 /// uses the same names), correcting each counter's wrap at its `max_energy_range_uj`.
 #[derive(Debug)]
@@ -30,16 +69,11 @@ pub struct RaplMeter {
 
 impl RaplMeter {
     /// Finds the package zones under `sys_root` (normally "/sys") and takes a first reading.
-    /// Errors: "not available on this machine (...)" when there are no zones, or why the
-    /// counters cannot be read (they are root-only on kernels patched against power side channels).
-    pub fn open(sys_root: &Path) -> Result<RaplMeter, String> {
+    /// Errors: [`RaplError::NotAvailable`] when there are no zones, or why the counters cannot
+    /// be read (they are root-only on kernels patched against power side channels).
+    pub fn open(sys_root: &Path) -> Result<RaplMeter, RaplError> {
         let dir = sys_root.join("class/powercap");
-        let not_available = || {
-            format!(
-                "not available on this machine (no {} RAPL zones)",
-                dir.display()
-            )
-        };
+        let not_available = || RaplError::NotAvailable { dir: dir.clone() };
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .map_err(|_| not_available())?
             .flatten()
@@ -58,16 +92,19 @@ impl RaplMeter {
         for name in names {
             let zone_dir = dir.join(name);
             let energy_path = zone_dir.join("energy_uj");
-            let last_uj = read_uj_file(&energy_path).map_err(|e| match e.kind() {
-                io::ErrorKind::PermissionDenied => format!(
-                    "permission denied reading {} (RAPL energy is root-only on this kernel; \
-                     run as root or make it readable)",
-                    energy_path.display()
-                ),
-                _ => format!("cannot read {}: {e}", energy_path.display()),
+            let last_uj = read_uj_file(&energy_path).map_err(|source| match source.kind() {
+                io::ErrorKind::PermissionDenied => RaplError::Permission {
+                    path: energy_path.clone(),
+                    source,
+                },
+                _ => RaplError::Read {
+                    path: energy_path.clone(),
+                    source,
+                },
             })?;
-            let max_range_uj = read_parsed(&zone_dir.join("max_energy_range_uj"))
-                .ok_or_else(|| format!("cannot read {}/max_energy_range_uj", zone_dir.display()))?;
+            let range_path = zone_dir.join("max_energy_range_uj");
+            let max_range_uj =
+                read_parsed(&range_path).ok_or(RaplError::Range { path: range_path })?;
             zones.push(RaplZone {
                 energy_path,
                 max_range_uj,
@@ -141,7 +178,7 @@ impl PowerMeter {
             Err(e) => Source::Estimate {
                 stat_path: proc_root.join("self/stat"),
                 watts_per_busy_core: DEFAULT_WATTS_PER_BUSY_CORE,
-                why: if e.starts_with("not available") {
+                why: if matches!(e, RaplError::NotAvailable { .. }) {
                     "no RAPL on this machine".to_owned()
                 } else {
                     format!("RAPL unusable: {e}")
@@ -274,13 +311,42 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_counter_names_its_file_and_keeps_the_io_error_as_source() {
+        use std::error::Error;
+        let f = Fixture::new("rapl-garbage");
+        f.write("class/powercap/intel-rapl:0/energy_uj", "garbage\n");
+        let err = RaplMeter::open(f.path()).unwrap_err();
+        let path = f.path().join("class/powercap/intel-rapl:0/energy_uj");
+        assert!(
+            matches!(&err, RaplError::Read { path: p, .. } if *p == path),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+        let io = err
+            .source()
+            .and_then(|s| s.downcast_ref::<io::Error>())
+            .expect("the source is the io::Error");
+        assert_eq!(io.kind(), io::ErrorKind::InvalidData);
+    }
+
+    #[test]
     fn missing_rapl_is_not_available_and_power_is_estimated() {
         let f = Fixture::new("no-rapl");
         let err = RaplMeter::open(f.path()).unwrap_err();
-        assert!(err.starts_with("not available on this machine"), "{err}");
+        assert!(matches!(err, RaplError::NotAvailable { .. }), "{err:?}");
+        assert!(
+            err.to_string().starts_with("not available on this machine"),
+            "{err}"
+        );
         f.write("class/powercap/dtpm/uevent", "");
         let err = RaplMeter::open(f.path()).unwrap_err();
-        assert!(err.starts_with("not available on this machine"), "{err}");
+        assert!(
+            err.to_string().starts_with("not available on this machine"),
+            "{err}"
+        );
 
         let tck = clock_ticks_per_second();
         f.write("self/stat", &stat_line(tck, 0, 0));

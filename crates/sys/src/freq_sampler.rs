@@ -53,6 +53,20 @@ impl FreqTrace {
     }
 }
 
+/// Why frequencies cannot be sampled; results carry the message as their frequency note.
+#[derive(Debug, thiserror::Error)]
+pub enum FreqSamplerError {
+    /// An interval below [`MIN_INTERVAL`].
+    #[error("frequency sampling interval {0:?} is below the minimum {MIN_INTERVAL:?}")]
+    Interval(Duration),
+    /// No CPU has a readable `scaling_cur_freq` (no cpufreq driver, as in most VMs).
+    #[error("not available on this machine (no cpufreq)")]
+    NotAvailable,
+    /// The sampler's thread could not start.
+    #[error("cannot start the frequency sampler thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
 /// A running sampler; [`FreqSampler::stop`] ends it and returns the trace.
 pub struct FreqSampler {
     stop: mpsc::Sender<()>,
@@ -63,11 +77,9 @@ impl FreqSampler {
     /// Starts sampling every `interval` the CPUs under `sys_root` (normally "/sys") that have
     /// cpufreq. Errors: an interval below [`MIN_INTERVAL`], no cpufreq on this machine (the
     /// message says so, for results to carry), or a thread that cannot start.
-    pub fn start(sys_root: &Path, interval: Duration) -> Result<FreqSampler, String> {
+    pub fn start(sys_root: &Path, interval: Duration) -> Result<FreqSampler, FreqSamplerError> {
         if interval < MIN_INTERVAL {
-            return Err(format!(
-                "frequency sampling interval {interval:?} is below the minimum {MIN_INTERVAL:?}"
-            ));
+            return Err(FreqSamplerError::Interval(interval));
         }
         let files: Vec<(usize, File)> = online_cpus(sys_root)
             .into_iter()
@@ -79,13 +91,13 @@ impl FreqSampler {
             })
             .collect();
         if files.is_empty() {
-            return Err("not available on this machine (no cpufreq)".to_owned());
+            return Err(FreqSamplerError::NotAvailable);
         }
         let (stop, stopped) = mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("xrl-freq".to_owned())
             .spawn(move || sample_until_stopped(&files, interval, &stopped))
-            .map_err(|e| format!("cannot start the frequency sampler thread: {e}"))?;
+            .map_err(FreqSamplerError::Thread)?;
         Ok(FreqSampler { stop, handle })
     }
 
@@ -209,11 +221,15 @@ mod tests {
         let err = FreqSampler::start(f.path(), Duration::from_millis(100))
             .err()
             .unwrap();
-        assert_eq!(err, "not available on this machine (no cpufreq)");
+        assert!(matches!(err, FreqSamplerError::NotAvailable), "{err:?}");
+        assert_eq!(
+            err.to_string(),
+            "not available on this machine (no cpufreq)"
+        );
         let err = FreqSampler::start(f.path(), Duration::from_millis(10))
             .err()
             .unwrap();
-        assert!(err.contains("below the minimum"), "{err}");
+        assert!(err.to_string().contains("below the minimum"), "{err}");
     }
 
     #[test]

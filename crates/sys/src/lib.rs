@@ -25,12 +25,12 @@ pub mod topology;
 
 pub use cpu::{
     cpu_infos, format_cpu_list, governor_summary, online_cpus, parse_cpu_list, read_cur_freqs_khz,
-    CpuInfo,
+    CpuInfo, CpuListError,
 };
 pub use cpuidle::{idle_states, idle_usage_delta, IdleState, IdleUsage};
-pub use energy::{PowerMeter, PowerSample, RaplMeter, DEFAULT_WATTS_PER_BUSY_CORE};
+pub use energy::{PowerMeter, PowerSample, RaplError, RaplMeter, DEFAULT_WATTS_PER_BUSY_CORE};
 pub use fingerprint::Fingerprint;
-pub use freq_sampler::{FreqSample, FreqSampler, FreqTrace};
+pub use freq_sampler::{FreqSample, FreqSampler, FreqSamplerError, FreqTrace};
 pub use outcome::Outcome;
 pub use procfs::{read_rss_bytes, read_thread_stat, ThreadStat};
 pub use provenance::{now_rfc3339, Provenance};

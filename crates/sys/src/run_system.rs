@@ -3,7 +3,7 @@
 //! finished on the control thread that runs the run; the sampler has its own thread.
 
 use crate::cpuidle::{idle_driver, idle_states, idle_usage_delta, IdleState, IdleUsage};
-use crate::freq_sampler::{FreqSampler, FreqTrace};
+use crate::freq_sampler::{FreqSampler, FreqSamplerError, FreqTrace};
 use crate::topology::{cpu_topology, CpuTopology};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ pub struct RunSystem {
 pub struct RunSystemRecorder {
     sys_root: PathBuf,
     idle_before: Vec<IdleState>,
-    sampler: Result<FreqSampler, String>,
+    sampler: Result<FreqSampler, FreqSamplerError>,
 }
 
 impl RunSystemRecorder {
@@ -58,7 +58,7 @@ impl RunSystemRecorder {
                 );
                 (Some(trace), note)
             }
-            Err(why) => (None, why),
+            Err(why) => (None, why.to_string()),
         };
         RunSystem {
             topology: cpu_topology(&self.sys_root),

@@ -27,7 +27,7 @@ struct Args {
 #[derive(Clone)]
 struct CpuList(Vec<usize>);
 
-fn parse_cpus(s: &str) -> Result<CpuList, String> {
+fn parse_cpus(s: &str) -> Result<CpuList, xrunlab_sys::CpuListError> {
     xrunlab_sys::parse_cpu_list(s).map(CpuList)
 }
 

@@ -3,7 +3,7 @@
 //! kernel's `format` files. Built at tracer start; `decode` runs on the tracer's reader thread.
 
 use crate::event::{Comm, EventKind, TraceEvent};
-use crate::format::{EventFormat, Field};
+use crate::format::{EventFormat, Field, FormatError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -117,7 +117,7 @@ enum Layout {
 }
 
 impl Layout {
-    fn resolve(f: &EventFormat) -> Result<Option<Layout>, String> {
+    fn resolve(f: &EventFormat) -> Result<Option<Layout>, FormatError> {
         let layout = match f.name.as_str() {
             "sched_switch" => Layout::Switch {
                 prev_comm: f.field("prev_comm")?,
@@ -185,8 +185,8 @@ pub struct Decoder {
 impl Decoder {
     /// Builds a decoder from parsed `format` files. Events it does not know are ignored; a known
     /// event whose format lacks a field it needs is an error naming the event and field.
-    pub fn new(formats: &[EventFormat]) -> Result<Decoder, String> {
-        let first = formats.first().ok_or("no event formats given")?;
+    pub fn new(formats: &[EventFormat]) -> Result<Decoder, FormatError> {
+        let first = formats.first().ok_or(FormatError::NoFormats)?;
         let mut layouts = HashMap::new();
         for f in formats {
             if let Some(layout) = Layout::resolve(f)? {
@@ -415,8 +415,16 @@ pub(crate) mod tests {
     fn a_known_event_missing_a_field_is_refused_by_name() {
         let broken = SWITCH.replace("next_prio", "next_priority");
         let err = Decoder::new(&[EventFormat::parse(&broken).unwrap()]).unwrap_err();
+        assert_eq!(
+            err,
+            FormatError::NoField {
+                event: "sched_switch".into(),
+                field: "next_prio".into()
+            }
+        );
         assert!(
-            err.contains("sched_switch has no field `next_prio`"),
+            err.to_string()
+                .contains("sched_switch has no field `next_prio`"),
             "{err}"
         );
     }

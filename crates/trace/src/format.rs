@@ -37,6 +37,40 @@ pub struct Field {
     pub location: FieldLocation,
 }
 
+/// Why an event's `format` file could not be used; the message quotes the line or names the
+/// event and field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// The `ID:` line does not hold a number 0..=65535.
+    #[error("ID is not a 16-bit number: {line:?}")]
+    Id {
+        /// The line as read.
+        line: String,
+    },
+    /// A `field:` line is malformed.
+    #[error("{what} in format line {line:?}")]
+    FieldLine {
+        /// What is wrong ("bad offset", "no size"...).
+        what: &'static str,
+        /// The line as read.
+        line: String,
+    },
+    /// A line every format file has (`name:` or `ID:`) is missing.
+    #[error("no `{0}:` line")]
+    MissingLine(&'static str),
+    /// The event has no field of that name.
+    #[error("event {event} has no field `{field}`")]
+    NoField {
+        /// The event's name.
+        event: String,
+        /// The field asked for.
+        field: String,
+    },
+    /// A decoder was asked for with no formats at all.
+    #[error("no event formats given")]
+    NoFormats,
+}
+
 /// The parsed `format` file of one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFormat {
@@ -61,7 +95,7 @@ impl EventFormat {
     /// assert_eq!(f.id, 375);
     /// assert_eq!(f.field("pid").unwrap().offset, 24);
     /// ```
-    pub fn parse(text: &str) -> Result<EventFormat, String> {
+    pub fn parse(text: &str) -> Result<EventFormat, FormatError> {
         let mut name = None;
         let mut id = None;
         let mut fields = HashMap::new();
@@ -70,10 +104,9 @@ impl EventFormat {
             if let Some(rest) = line.strip_prefix("name:") {
                 name = Some(rest.trim().to_owned());
             } else if let Some(rest) = line.strip_prefix("ID:") {
-                let n: u16 = rest
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("ID is not a 16-bit number: {line:?}"))?;
+                let n: u16 = rest.trim().parse().map_err(|_| FormatError::Id {
+                    line: line.to_owned(),
+                })?;
                 id = Some(n);
             } else if line.starts_with("field:") {
                 let field = parse_field_line(line)?;
@@ -83,24 +116,30 @@ impl EventFormat {
             }
         }
         Ok(EventFormat {
-            name: name.ok_or("no `name:` line")?,
-            id: id.ok_or("no `ID:` line")?,
+            name: name.ok_or(FormatError::MissingLine("name"))?,
+            id: id.ok_or(FormatError::MissingLine("ID"))?,
             fields,
         })
     }
 
     /// The field called `name`, or an error naming the event and the field.
-    pub fn field(&self, name: &str) -> Result<Field, String> {
+    pub fn field(&self, name: &str) -> Result<Field, FormatError> {
         self.fields
             .get(name)
             .cloned()
-            .ok_or_else(|| format!("event {} has no field `{name}`", self.name))
+            .ok_or_else(|| FormatError::NoField {
+                event: self.name.clone(),
+                field: name.to_owned(),
+            })
     }
 }
 
 /// Parses `field:TYPE NAME;\toffset:N;\tsize:N;\tsigned:N;`.
-fn parse_field_line(line: &str) -> Result<Field, String> {
-    let bad = |what: &str| format!("{what} in format line {line:?}");
+fn parse_field_line(line: &str) -> Result<Field, FormatError> {
+    let bad = |what: &'static str| FormatError::FieldLine {
+        what,
+        line: line.to_owned(),
+    };
     let mut decl = None;
     let mut offset = None;
     let mut size = None;
@@ -212,7 +251,11 @@ mod tests {
         assert_eq!((comm.offset, comm.size), (8, 4));
         let pid = f.field("pid").unwrap();
         assert_eq!((pid.offset, pid.size, pid.signed), (12, 4, true));
-        assert!(f.field("nope").unwrap_err().contains("no field `nope`"));
+        assert!(f
+            .field("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("no field `nope`"));
     }
 
     #[test]
@@ -249,7 +292,14 @@ mod tests {
     fn bad_lines_are_errors_that_quote_the_line() {
         let err = EventFormat::parse("name: x\nID: 1\n\tfield:int a;\toffset:zz;\tsize:4;\n")
             .unwrap_err();
-        assert!(err.contains("bad offset"), "{err}");
-        assert!(EventFormat::parse("ID: 1\n").unwrap_err().contains("name"));
+        assert!(
+            matches!(&err, FormatError::FieldLine { what: "bad offset", line } if line.contains("zz")),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("bad offset"), "{err}");
+        assert_eq!(
+            EventFormat::parse("ID: 1\n").unwrap_err(),
+            FormatError::MissingLine("name")
+        );
     }
 }

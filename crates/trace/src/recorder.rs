@@ -294,9 +294,9 @@ impl Tracer {
         }
         let prepared = prepare(&options.roots, options.extra_events)?;
         let formats: Vec<_> = prepared.formats.iter().map(|(_, f)| f.clone()).collect();
-        let decoder = Decoder::new(&formats).map_err(|reason| TraceUnavailable::MissingEvent {
+        let decoder = Decoder::new(&formats).map_err(|e| TraceUnavailable::MissingEvent {
             event: "format".into(),
-            reason,
+            reason: e.to_string(),
         })?;
         let ring_bytes = options.ring_kib_per_cpu.max(8) * 1024;
         let mut rings = Vec::with_capacity(cpus.len());

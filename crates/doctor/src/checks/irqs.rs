@@ -61,8 +61,8 @@ pub(super) fn check(ctx: &Ctx) -> Vec<Finding> {
         Ok(t) => parse_interrupts(&t),
         Err(e) => {
             return vec![
-                SHARED.unknown(e.clone(), shown(&path)),
-                SOUND.unknown(e, shown(&path)),
+                SHARED.unknown(e.to_string(), shown(&path)),
+                SOUND.unknown(e.to_string(), shown(&path)),
             ]
         }
     };

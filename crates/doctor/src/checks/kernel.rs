@@ -72,7 +72,7 @@ fn preempt(ctx: &Ctx) -> Finding {
             }
             format!("{} holds {:?}", shown(&debug), text.trim())
         }
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     let cmdline_source = shown(&ctx.roots.proc("cmdline"));
     if let Ok(Some(mode)) = ctx.cmdline.as_ref().map(|c| c.value("preempt")) {
@@ -152,7 +152,7 @@ fn threadirqs(ctx: &Ctx) -> Finding {
     }
     let cmdline = match &ctx.cmdline {
         Ok(c) => c,
-        Err(e) => return check.unknown(e.clone(), source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     if cmdline.has("threadirqs") {
         return check.pass("threadirqs is on the kernel command line: interrupt handlers run in threads whose priority can be set below audio", source);
@@ -178,7 +178,7 @@ fn rt_throttling(ctx: &Ctx) -> Finding {
     let source = format!("{}, {}", shown(&runtime_path), shown(&period_path));
     let runtime: i64 = match read_value(&runtime_path) {
         Ok(v) => v,
-        Err(e) => return check.unknown(e, source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     if runtime < 0 {
         return check.pass("off (sched_rt_runtime_us = -1): real-time threads may use every CPU cycle; a runaway one can hang its CPU", source);
@@ -186,7 +186,7 @@ fn rt_throttling(ctx: &Ctx) -> Finding {
     let period: i64 = match read_value(&period_path) {
         Ok(v) if v > 0 => v,
         Ok(v) => return check.unknown(format!("sched_rt_period_us is {v}"), source),
-        Err(e) => return check.unknown(e, source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     let pct = runtime as f64 * 100.0 / period as f64;
     let reason = format!(
@@ -228,7 +228,7 @@ fn hrtimers(ctx: &Ctx) -> Finding {
         other => {
             let why = match other {
                 Ok(_) => format!("{} lists no resolution", shown(&path)),
-                Err(e) => e,
+                Err(e) => e.to_string(),
             };
             match &ctx.kconfig {
                 Ok(c) if c.enabled("CONFIG_HIGH_RES_TIMERS") => check.pass(
@@ -258,7 +258,7 @@ fn clocksource(ctx: &Ctx) -> Finding {
     let source = shown(&current);
     let name = match read(&current) {
         Ok(t) => t.trim().to_owned(),
-        Err(e) => return check.unknown(e, source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     match name.as_str() {
         "tsc"

@@ -14,10 +14,10 @@ pub(crate) mod irqs;
 pub use tracing::EVENTS as TRACE_EVENTS;
 
 use crate::finding::Finding;
-use crate::kconfig::KernelConfig;
+use crate::kconfig::{KconfigError, KernelConfig};
 use crate::probe::Probes;
 use crate::process::{parse_groups, user_name, Cmdline, Group, ProcessStatus};
-use crate::roots::{read, Roots};
+use crate::roots::{read, ReadError, Roots};
 use serde::{Deserialize, Serialize};
 
 /// What the audio setup being checked for looks like.
@@ -54,11 +54,11 @@ pub(crate) struct Ctx<'a> {
     pub roots: &'a Roots,
     pub probes: &'a Probes,
     pub opts: Options,
-    pub process: Result<ProcessStatus, String>,
-    pub limits: Result<String, String>,
-    pub cmdline: Result<Cmdline, String>,
-    pub kconfig: Result<KernelConfig, String>,
-    pub groups: Result<Vec<Group>, String>,
+    pub process: Result<ProcessStatus, ReadError>,
+    pub limits: Result<String, ReadError>,
+    pub cmdline: Result<Cmdline, ReadError>,
+    pub kconfig: Result<KernelConfig, KconfigError>,
+    pub groups: Result<Vec<Group>, ReadError>,
     /// The user name of the effective uid, when /etc/passwd knows it.
     pub user: Option<String>,
     /// Running processes: (pid, comm).

@@ -30,7 +30,7 @@ fn status_source(ctx: &Ctx) -> String {
 fn user(ctx: &Ctx) -> Finding {
     let check = Check::new("rt.user", AREA, "User the checks describe");
     match &ctx.process {
-        Err(e) => check.unknown(e.clone(), status_source(ctx)),
+        Err(e) => check.unknown(e.to_string(), status_source(ctx)),
         Ok(p) if p.uid == 0 => check
             .warn(
                 "running as root (uid 0): root has CAP_SYS_NICE and CAP_IPC_LOCK, so the \
@@ -83,7 +83,7 @@ fn limits_source(ctx: &Ctx) -> String {
 
 /// The limit on the line starting with `label` of /proc/self/limits, or why it is unknown.
 fn limit(ctx: &Ctx, label: &str) -> Result<Limit, String> {
-    let text = ctx.limits.as_ref().map_err(Clone::clone)?;
+    let text = ctx.limits.as_ref().map_err(ToString::to_string)?;
     parse_limit(text, label)
         .ok_or_else(|| format!("{} has no readable \"{label}\" line", limits_source(ctx)))
 }
@@ -207,7 +207,7 @@ fn audio_group(ctx: &Ctx) -> Finding {
     let source = source.join(", ");
     let groups = match &ctx.groups {
         Ok(g) => g,
-        Err(e) => return check.unknown(e.clone(), source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     let rt_lines: Vec<&LimitLine> = lines
         .iter()

@@ -71,14 +71,14 @@ fn swappiness(ctx: &Ctx) -> Finding {
     let source = format!("{}, {}", shown(&swaps), shown(&path));
     let swap_devices = match read(&swaps) {
         Ok(t) => t.lines().skip(1).filter(|l| !l.trim().is_empty()).count(),
-        Err(e) => return check.unknown(e, source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     let value: u32 = match read_value(&path) {
         Ok(v) => v,
         Err(e) if swap_devices == 0 => {
             return check.pass(format!("no swap configured ({e})"), source)
         }
-        Err(e) => return check.unknown(e, source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     if swap_devices == 0 {
         check.pass(
@@ -125,7 +125,7 @@ fn filesystems(ctx: &Ctx) -> Finding {
     let source = shown(&path);
     let text = match read(&path) {
         Ok(t) => t,
-        Err(e) => return check.unknown(e, source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     // Network and FUSE filesystems can stall a reader for a long time; reiserfs is known to
     // take long locks. Audio files streamed from them can arrive late.

@@ -44,7 +44,7 @@ fn tracefs(ctx: &Ctx) -> (Finding, bool) {
     let source = format!("{}, {}", shown(&mounts), shown(&filesystems));
     let text = match read(&mounts) {
         Ok(t) => t,
-        Err(e) => return (check.unknown(e, source), false),
+        Err(e) => return (check.unknown(e.to_string(), source), false),
     };
     let points: Vec<&str> = text
         .lines()
@@ -121,7 +121,7 @@ fn paranoid(ctx: &Ctx) -> Finding {
     );
     let value: i32 = match read_value(&path) {
         Ok(v) => v,
-        Err(e) => return check.unknown(e, source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     let privileged = ctx
         .process
@@ -228,7 +228,7 @@ fn as_user(ctx: &Ctx, mounted: bool) -> Finding {
     );
     let p = match &ctx.process {
         Ok(p) => p,
-        Err(e) => return check.unknown(e.clone(), source),
+        Err(e) => return check.unknown(e.to_string(), source),
     };
     let perf = if p.has_cap(CAP_PERFMON) || p.has_cap(CAP_SYS_ADMIN) {
         Ok("perf tracepoints through CAP_PERFMON".to_owned())
@@ -239,7 +239,7 @@ fn as_user(ctx: &Ctx, mounted: bool) -> Finding {
                 "perf_event_paranoid is {v} and the process lacks CAP_PERFMON \
                  (system-wide tracepoints with raw samples need one or paranoid -1)"
             )),
-            Err(e) => Err(e),
+            Err(e) => Err(e.to_string()),
         }
     };
     let formats = if !mounted {
