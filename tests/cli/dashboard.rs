@@ -1,4 +1,4 @@
-//! The dashboard command's access flags as a user runs them: `--token` sets the token that the printed URL carries and the API needs, `--no-token` serves without one and warns.
+//! The dashboard command's access flags as a user runs them: `--token` sets the token that the printed URL carries and the API needs, `--no-token` serves without one and warns; and the binary's own signal handling: SIGINT, SIGTERM and SIGHUP each stop it cleanly.
 
 use crate::child::{spawn_dashboard, stop_ok};
 use std::io::{Read, Write};
@@ -83,4 +83,19 @@ fn no_token_serves_without_one_and_warns() {
             && stderr.contains("any user or process on this machine"),
         "{stderr}"
     );
+}
+
+#[test]
+fn sigterm_and_sighup_stop_the_dashboard_cleanly_saying_which() {
+    // The binary owns the signals (the dash library takes its stop future): each one ends the
+    // dashboard with status 0 and names itself.
+    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+        let (child, _url) = start(&["--no-token"]);
+        let out = stop_ok(child, signal, Duration::from_secs(20));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("xrunlab dashboard: {name} received, stopping")),
+            "{stderr}"
+        );
+    }
 }
