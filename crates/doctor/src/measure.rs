@@ -360,14 +360,25 @@ pub fn chance_of_separation(n: usize) -> f64 {
     2.0 / c
 }
 
+/// Why one run of an arm gave no figures; the toggle's notes carry the message.
+#[derive(Debug, thiserror::Error)]
+enum ArmError {
+    /// The engine refused the arm's config or could not start.
+    #[error("the engine did not start: {0}")]
+    EngineStart(#[source] xrunlab_engine::EngineError),
+    /// The setting the arm turns on did not take effect: the outcome's summary.
+    #[error("{0}")]
+    NotApplied(String),
+}
+
 /// Whether an arm's setting took effect, and why not.
-fn took_effect(toggle: Toggle, engine: &Engine) -> Result<(), String> {
+fn took_effect(toggle: Toggle, engine: &Engine) -> Result<(), ArmError> {
     let rt = engine.process_rt();
     let outcome = |o: &Outcome| {
         if o.took_effect() {
             Ok(())
         } else {
-            Err(o.summary())
+            Err(ArmError::NotApplied(o.summary()))
         }
     };
     match toggle {
@@ -395,11 +406,10 @@ fn run_once(
     config: EngineConfig,
     plan: &Plan,
     should_stop: &dyn Fn() -> bool,
-) -> Result<Option<RunFigures>, String> {
+) -> Result<Option<RunFigures>, ArmError> {
     let device = SimDevice::new(config.sample_rate, config.buffer_frames, false);
     let threads = config.realtime_threads();
-    let mut engine = Engine::start(config, Box::new(device))
-        .map_err(|e| format!("the engine did not start: {e}"))?;
+    let mut engine = Engine::start(config, Box::new(device)).map_err(ArmError::EngineStart)?;
     let applied = if on {
         took_effect(toggle, &engine)
     } else {
@@ -484,8 +494,9 @@ pub fn measure(
                     Ok(Some(f)) => arms[i].0.push(f),
                     Ok(None) => {}
                     Err(e) => {
-                        if !arms[i].2.contains(&e) {
-                            arms[i].2.push(e);
+                        let note = e.to_string();
+                        if !arms[i].2.contains(&note) {
+                            arms[i].2.push(note);
                         }
                     }
                 }
