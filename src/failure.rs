@@ -91,3 +91,38 @@ impl From<xrunlab_doctor::journal::JournalError> for Failure {
         Failure::Runtime(e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_exit_2_and_everything_else_1() {
+        assert_eq!(exit_code(Ok(())), ExitCode::SUCCESS);
+        assert_eq!(
+            exit_code(Err(Failure::Usage("bad".into()))),
+            ExitCode::from(2)
+        );
+        assert_eq!(
+            exit_code(Err(Failure::Runtime("failed".into()))),
+            ExitCode::from(1)
+        );
+    }
+
+    #[test]
+    fn library_errors_keep_their_message_and_get_their_kind() {
+        let empty = xrunlab_compare::CompareError::EmptySide("--vs");
+        let message = empty.to_string();
+        assert!(matches!(Failure::from(empty), Failure::Usage(m) if m == message));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing-dir").join("r.json");
+        let write = xrunlab_results::write::write_atomically(&path, b"x").unwrap_err();
+        let message = write.to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(matches!(Failure::from(write), Failure::Runtime(m) if m == message));
+
+        let lab = xrunlab_lab::LabError::Usage("invalid value".into());
+        assert!(matches!(Failure::from(lab), Failure::Usage(m) if m == "invalid value"));
+    }
+}
