@@ -621,3 +621,93 @@ fn report_inlines_the_dashboards_chart_module_and_the_results_and_refuses_other_
         &["schema", "xrunlab.run/2, xrunlab.lab/1"],
     );
 }
+
+#[test]
+#[ignore = "needs root: kernel tracing"]
+fn explain_cost_reads_back_typed_with_provenance_and_fingerprint_and_its_csv_has_a_header() {
+    let _turn = crate::explain::root_turn();
+    let dir = scratch("lab-explain-cost");
+    let (j, c, html) = (dir.join("r.json"), dir.join("r.csv"), dir.join("r.html"));
+    let out = run_ok(&[
+        "probe",
+        "explain-cost",
+        "--quick",
+        "--quiet",
+        "--sines",
+        "200",
+        "--no-capacity",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("p50 load with --explain"), "{text}");
+    // Typed: the envelope with provenance and fingerprint, then the figures; the capacity
+    // searches were skipped, so their points have no type to read.
+    let r: xrunlab_results::explain_cost::ExplainCostFile<serde_json::Value> =
+        xrunlab_results::explain_cost::parse_explain_cost(
+            &j,
+            &std::fs::read_to_string(&j).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(r.schema, xrunlab_results::explain_cost::SCHEMA);
+    assert_eq!(r.kind, xrunlab_results::explain_cost::KIND);
+    assert!(r.provenance.end_time.is_some(), "{:?}", r.provenance);
+    assert!(r
+        .provenance
+        .command_line
+        .iter()
+        .any(|a| a == "explain-cost"));
+    assert!(!r.fingerprint.kernel_release.is_empty());
+    assert!(r.quick && !r.incomplete, "{}", r.end_reason);
+    let e = &r.result;
+    assert!(e.complete && e.capacity.is_empty() && !e.settings.capacity);
+    assert_eq!(e.runs.len(), 2);
+    assert_eq!(
+        e.runs.iter().filter(|r| r.kernel.is_some()).count(),
+        1,
+        "kernel figures for the run with --explain only"
+    );
+    let on = e.with_explain.as_ref().unwrap();
+    assert!(on.events_per_s.unwrap() > 100.0, "{on:?}");
+    let cost = e
+        .event_cost
+        .as_ref()
+        .expect("the cost per event was measured");
+    assert!((3.5..8.0).contains(&cost.events_per_round_trip), "{cost:?}");
+    // The CSV: a header, then one row per run.
+    let csv = std::fs::read_to_string(&c).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("round,explain,buffers,dropouts,load_p50_pct"),
+        "{csv}"
+    );
+    assert_eq!(lines.len(), 3, "{csv}");
+    // The report takes it like any experiment.
+    run_ok(&[
+        "report",
+        j.to_str().unwrap(),
+        "--out",
+        html.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(r#""kind":"probe.explain-cost""#));
+    assert!(
+        page.contains("'probe.explain-cost'(sec, r)"),
+        "the report draws it"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn explain_cost_ranges_are_usage_errors_naming_the_flag() {
+    bad_values(
+        &["probe", "explain-cost"],
+        &[
+            ("--buffer", "8", "16..=4096"),
+            ("--capacity-seconds", "100ms", "200ms..=1h"),
+            ("--rounds", "0", "1..=100"),
+        ],
+    );
+}

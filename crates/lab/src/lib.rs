@@ -11,6 +11,7 @@ pub mod ab;
 pub mod buffer;
 pub mod capacity;
 pub mod common;
+pub mod explain_cost;
 pub mod hist;
 pub mod placement;
 pub mod sleep;

@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod explain_cost;
 pub mod histogram;
 pub mod probe;
 pub mod read;
