@@ -15,6 +15,7 @@ pub mod explain_cost;
 pub mod hist;
 pub mod placement;
 pub mod sleep;
+pub mod soak;
 pub mod threads;
 pub mod timing;
 pub mod wakeup;

@@ -13,6 +13,7 @@ pub mod histogram;
 pub mod probe;
 pub mod read;
 pub mod run;
+pub mod soak;
 pub mod write;
 
 pub use histogram::EncodedHistogram;
