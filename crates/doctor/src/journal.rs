@@ -78,21 +78,14 @@ impl Journal {
         }
     }
 
-    /// Writes it atomically (temporary file, fsync, rename), creating the directory.
+    /// Writes it atomically (xrunlab-results' writer: temporary file, fsync, rename),
+    /// creating the directory.
     pub fn write(&self, roots: &Roots) -> Result<(), String> {
         let target = path(roots);
         let dir = target.parent().expect("the journal has a directory");
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", shown(dir)))?;
-        let tmp = dir.join(format!(".doctor-undo.{}.tmp", std::process::id()));
-        let bytes = serde_json::to_vec_pretty(self).expect("a journal serializes");
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &target)
-        };
-        write().map_err(|e| format!("cannot write the undo journal {}: {e}", shown(&target)))
+        xrunlab_results::write::write_json(&target, self)
+            .map_err(|e| format!("the undo journal: {e}"))
     }
 
     fn owner_runs(&self) -> bool {

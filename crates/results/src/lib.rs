@@ -8,6 +8,8 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod doctor;
+pub mod doctor_measure;
 pub mod explain_cost;
 pub mod histogram;
 pub mod probe;
