@@ -711,3 +711,81 @@ fn explain_cost_ranges_are_usage_errors_naming_the_flag() {
         ],
     );
 }
+
+/// Waits (bounded) until the JSON at `j` holds at least one finished run.
+fn wait_for_a_run(j: &std::path::Path) -> serde_json::Value {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(r) = std::fs::read_to_string(j)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .filter(|r| {
+                r["result"]["runs"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty())
+            })
+        {
+            return r;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no run written to {} within 30 s",
+            j.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs root: kernel tracing"]
+fn explain_cost_keeps_its_runs_after_sigterm_and_after_kill_9() {
+    let _turn = crate::explain::root_turn();
+    let dir = scratch("lab-explain-cost-stop");
+    let j = dir.join("r.json");
+    let args = [
+        "probe",
+        "explain-cost",
+        "--quick",
+        "--quiet",
+        "--sines",
+        "200",
+        "--rounds",
+        "20",
+        "--no-capacity",
+        "--json",
+        j.to_str().unwrap(),
+    ];
+    // kill -9 after the first run: the file written after that run is whole, marked running.
+    let child = spawn(&args);
+    let during = wait_for_a_run(&j);
+    assert_eq!(during["incomplete"], true, "{during}");
+    crate::child::kill_9(child);
+    let r = json(&j);
+    assert_eq!(r["incomplete"], true);
+    assert!(
+        r["end_reason"].as_str().unwrap().starts_with("running"),
+        "{}",
+        r["end_reason"]
+    );
+    assert!(!r["result"]["runs"].as_array().unwrap().is_empty());
+    // SIGTERM: the runs finished before it are kept, marked incomplete, exit status 0.
+    std::fs::remove_file(&j).unwrap();
+    let child = spawn(&args);
+    wait_for_a_run(&j);
+    stop_ok(child, libc::SIGTERM, Duration::from_secs(30));
+    let r: xrunlab_results::explain_cost::ExplainCostFile<serde_json::Value> =
+        xrunlab_results::explain_cost::parse_explain_cost(
+            &j,
+            &std::fs::read_to_string(&j).unwrap(),
+        )
+        .unwrap();
+    assert!(
+        r.incomplete && r.end_reason.contains("SIGTERM"),
+        "{}",
+        r.end_reason
+    );
+    assert!(!r.result.complete);
+    let n = r.result.runs.len();
+    assert!((1..40).contains(&n), "{n} runs kept");
+    let _ = std::fs::remove_dir_all(&dir);
+}
