@@ -554,7 +554,7 @@ const DRAW = {
   'probe.explain-cost'(sec, r) {
     const res = r.result;
     const modes = [res.without_explain, res.with_explain].filter(Boolean);
-    const stats = [['load_p50_mean_pct', 'p50 (mean of runs)'], ['load_p99_median_pct', 'p99 (median of runs)']];
+    const stats = [['load_p50_mean_pct', 'p50 (mean)'], ['load_p99_median_pct', 'p99 (median)']];
     bars(
       sec,
       r.kind,
