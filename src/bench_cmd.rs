@@ -207,10 +207,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
             roofline,
             overhead: o,
         };
-        let text =
-            serde_json::to_string_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        xrunlab_results::write::write_json(path, &result)?;
     }
     Ok(())
 }

@@ -3,42 +3,18 @@
 use crate::cli::doctor::DoctorArgs;
 use crate::files;
 use crate::Failure;
-use serde::Serialize;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use xrunlab_doctor::apply::{self, Change, Setting};
+use xrunlab_doctor::apply::{self, Setting};
 use xrunlab_doctor::journal;
-use xrunlab_doctor::measure::{self, MeasureReport, Plan, Toggle};
-use xrunlab_doctor::{Options, Probes, Report, Roots};
+use xrunlab_doctor::measure::{self, Plan, Toggle};
+use xrunlab_doctor::{Options, Roots};
 use xrunlab_engine::EngineConfig;
+use xrunlab_results::doctor::{AppliedInfo, DoctorResult, SCHEMA};
 use xrunlab_sys::Provenance;
-
-/// Version of the doctor JSON layout; bump on incompatible change.
-pub const SCHEMA: &str = "xrunlab.doctor/1";
-
-/// What `--apply` did, for the JSON.
-#[derive(Debug, Serialize)]
-struct AppliedInfo {
-    setting: Setting,
-    description: &'static str,
-    changes: Vec<Change>,
-    /// "undone on exit", "kept (--keep)", or why the undo failed.
-    end: String,
-}
-
-#[derive(Debug, Serialize)]
-struct DoctorResult<'a> {
-    schema: &'static str,
-    provenance: Provenance,
-    report: &'a Report,
-    measure: Option<&'a MeasureReport>,
-    applied: Option<&'a AppliedInfo>,
-    /// 0 when nothing fails, 1 otherwise.
-    exit_status: u8,
-}
 
 /// The stop signals: each only sets a flag (no immediate exit), because an applied setting
 /// must be undone before the process ends.
@@ -227,7 +203,7 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
         },
     };
 
-    let report = Report::examine(&roots, &Probes::live(), opts);
+    let report = xrunlab_doctor::report::build(&roots, &xrunlab_doctor::probe::live(), opts);
     say(&report.text());
 
     let measured = if args.measure {
@@ -292,8 +268,8 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
             }
         };
         AppliedInfo {
-            setting,
-            description: setting.describe(),
+            setting: setting.name().to_owned(),
+            description: setting.describe().to_owned(),
             changes,
             end,
         }
@@ -304,19 +280,21 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
         let mut provenance = provenance;
         provenance.finish();
         let result = DoctorResult {
-            schema: SCHEMA,
+            schema: SCHEMA.to_owned(),
             provenance,
-            report: &report,
-            measure: measured.as_ref(),
-            applied: applied_info.as_ref(),
+            report: report.clone(),
+            measure: measured.clone(),
+            applied: applied_info.clone(),
             exit_status,
         };
-        let text = serde_json::to_string_pretty(&result)
-            .map_err(|e| Failure::Runtime(format!("cannot serialize the doctor's result: {e}")))?
-            + "\n";
         match target {
-            None => print!("{text}"),
-            Some(path) => files::write_atomically(path, text.as_bytes())?,
+            None => {
+                let text = serde_json::to_string_pretty(&result).map_err(|e| {
+                    Failure::Runtime(format!("cannot serialize the doctor's result: {e}"))
+                })?;
+                println!("{text}");
+            }
+            Some(path) => xrunlab_results::write::write_json(path, &result)?,
         }
     }
     if let Some(e) = undo_error {

@@ -1,8 +1,8 @@
-//! The experiment commands (`probe`, `sweep`, `capacity`): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
+//! The experiment commands (`probe`, `sweep`, `capacity`; also `bench explain`'s parameters): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
 
 use crate::cli::lab::{
-    BufferArgs, CapacityArgs, LabOut, PlacementArgs, PolicyArg, ProbeArgs, ProbeCommand, SleepArgs,
-    SweepArgs, SweepCommand, ThreadsArgs, WakeupArgs,
+    BufferArgs, CapacityArgs, ExplainCostArgs, LabOut, PlacementArgs, PolicyArg, ProbeArgs,
+    ProbeCommand, SleepArgs, SweepArgs, SweepCommand, ThreadsArgs, WakeupArgs,
 };
 use crate::cli::parse::CapacityPreset;
 use crate::cli::parse::DeviceKind;
@@ -14,8 +14,8 @@ use std::io::IsTerminal;
 use std::time::Duration;
 use xrunlab_lab::timing::Class;
 use xrunlab_lab::{
-    buffer, capacity as cap, placement, sleep, threads, wakeup, Ctx, Experiment, LabError,
-    LabResult,
+    buffer, capacity as cap, explain_cost, placement, sleep, threads, wakeup, Ctx, Experiment,
+    LabError, LabResult,
 };
 use xrunlab_sys::Provenance;
 
@@ -36,11 +36,13 @@ fn cpus(list: &Option<String>) -> Result<Option<Vec<usize>>, Failure> {
 
 /// Runs `experiment` with the shared plumbing: checks the output paths first, shows progress,
 /// stops on SIGINT/SIGTERM/SIGHUP keeping what was measured, prints and writes the result.
+/// The experiment may hand its figures so far to the callback it is given, which rewrites the
+/// JSON result marked incomplete ("running"), so that even a kill -9 keeps them.
 /// `after` writes extra files from the result.
 fn execute<T: Experiment>(
     out: &LabOut,
     extra_paths: &[(&str, Option<&std::path::Path>)],
-    experiment: impl FnOnce(&Ctx) -> Result<T, LabError>,
+    experiment: impl FnOnce(&Ctx, &mut dyn FnMut(&T)) -> Result<T, LabError>,
     after: impl FnOnce(&T) -> Result<(), String>,
 ) -> Result<(), Failure> {
     for (flag, path) in [
@@ -74,7 +76,29 @@ fn execute<T: Experiment>(
         stop: &stop,
         progress,
     };
-    let result = experiment(&ctx)?;
+    let mut partial_error = None;
+    let mut save_partial = |r: &T| {
+        let Some(p) = &out.json else {
+            return;
+        };
+        let mut provenance = provenance.clone();
+        provenance.finish();
+        let lab = LabResult {
+            schema: xrunlab_lab::common::SCHEMA,
+            kind: T::KIND,
+            provenance,
+            fingerprint: fingerprint.clone(),
+            quick: out.quick,
+            incomplete: true,
+            end_reason: "running: these are the figures measured so far".into(),
+            warnings: r.warnings(),
+            result: r,
+        };
+        if let Err(e) = xrunlab_results::write::write_json(p, &lab) {
+            partial_error.get_or_insert(e);
+        }
+    };
+    let result = experiment(&ctx, &mut save_partial)?;
     let lab = LabResult::new(
         provenance,
         fingerprint,
@@ -89,7 +113,7 @@ fn execute<T: Experiment>(
     if lab.incomplete {
         println!("incomplete: {}", lab.end_reason);
     }
-    let mut errors = Vec::new();
+    let mut errors: Vec<String> = partial_error.into_iter().map(|e| e.to_string()).collect();
     if let Some(p) = &out.json {
         let text = serde_json::to_string_pretty(&lab)
             .map_err(|e| Failure::Runtime(format!("cannot serialize the result: {e}")))?;
@@ -122,7 +146,73 @@ pub fn probe(args: &ProbeArgs) -> Result<(), Failure> {
         ProbeCommand::Wakeup(a) => probe_wakeup(a),
         ProbeCommand::Sleep(a) => probe_sleep(a),
         ProbeCommand::Placement(a) => probe_placement(a),
+        ProbeCommand::ExplainCost(a) => probe_explain_cost(a),
     }
+}
+
+/// The explain-cost experiment's parameters from the flags `probe explain-cost` and `bench
+/// explain` share.
+#[allow(clippy::too_many_arguments)]
+pub fn explain_cost_params(
+    quick: bool,
+    sines: usize,
+    rounds: Option<u32>,
+    duration: Option<Duration>,
+    buffer: u32,
+    preset: CapacityPreset,
+    capacity_seconds: Option<Duration>,
+    no_capacity: bool,
+) -> Result<explain_cost::ExplainCostParams, Failure> {
+    let mut p = explain_cost::ExplainCostParams::new(quick, sines, buffer, preset_of(preset));
+    if let Some(r) = rounds {
+        p.rounds = r;
+    }
+    if let Some(d) = duration {
+        p.run = d;
+    }
+    if let Some(s) = capacity_seconds {
+        p.capacity.seconds = s;
+    }
+    p.search_capacity = !no_capacity;
+    p.validate()?;
+    Ok(p)
+}
+
+fn preset_of(p: CapacityPreset) -> xrunlab_engine::Preset {
+    match p {
+        CapacityPreset::Standard => xrunlab_engine::Preset::Standard,
+        CapacityPreset::Optimal => xrunlab_engine::Preset::Optimal,
+    }
+}
+
+fn probe_explain_cost(a: &ExplainCostArgs) -> Result<(), Failure> {
+    let params = explain_cost_params(
+        a.out.quick,
+        a.sines,
+        a.rounds,
+        a.duration,
+        a.buffer,
+        a.preset,
+        a.capacity_seconds,
+        a.no_capacity,
+    )?;
+    execute(
+        &a.out,
+        &[],
+        |ctx, save| {
+            explain_cost::run(&params, ctx, &mut |step, b| {
+                if matches!(
+                    step,
+                    explain_cost::Step::Run
+                        | explain_cost::Step::EventCost
+                        | explain_cost::Step::Capacity
+                ) {
+                    save(b);
+                }
+            })
+        },
+        |_| Ok(()),
+    )
 }
 
 fn class(policy: PolicyArg, priority: u8) -> Class {
@@ -162,7 +252,7 @@ fn probe_wakeup(a: &WakeupArgs) -> Result<(), Failure> {
     execute(
         &a.out,
         &[("--histogram-file", hist_file)],
-        |ctx| wakeup::run(&params, ctx),
+        |ctx, _| wakeup::run(&params, ctx),
         |r| match hist_file {
             Some(p) => {
                 files::write_atomically(p, r.histogram_text().as_bytes()).map_err(|e| e.to_string())
@@ -185,7 +275,7 @@ fn probe_sleep(a: &SleepArgs) -> Result<(), Failure> {
         params.per_point = d;
     }
     params.validate()?;
-    execute(&a.out, &[], |ctx| sleep::run(&params, ctx), |_| Ok(()))
+    execute(&a.out, &[], |ctx, _| sleep::run(&params, ctx), |_| Ok(()))
 }
 
 fn probe_placement(a: &PlacementArgs) -> Result<(), Failure> {
@@ -199,7 +289,12 @@ fn probe_placement(a: &PlacementArgs) -> Result<(), Failure> {
         inject_straggler: a.inject_straggler,
     };
     params.validate()?;
-    execute(&a.out, &[], |ctx| placement::run(&params, ctx), |_| Ok(()))
+    execute(
+        &a.out,
+        &[],
+        |ctx, _| placement::run(&params, ctx),
+        |_| Ok(()),
+    )
 }
 
 pub fn sweep(args: &SweepArgs) -> Result<(), Failure> {
@@ -223,7 +318,7 @@ fn sweep_threads(a: &ThreadsArgs) -> Result<(), Failure> {
     }
     params.knee_pct = a.knee_pct;
     params.validate()?;
-    execute(&a.out, &[], |ctx| threads::run(&params, ctx), |_| Ok(()))
+    execute(&a.out, &[], |ctx, _| threads::run(&params, ctx), |_| Ok(()))
 }
 
 fn sweep_buffer(a: &BufferArgs) -> Result<(), Failure> {
@@ -240,7 +335,7 @@ fn sweep_buffer(a: &BufferArgs) -> Result<(), Failure> {
     }
     params.sines = a.sines;
     params.validate()?;
-    execute(&a.out, &[], |ctx| buffer::run(&params, ctx), |_| Ok(()))
+    execute(&a.out, &[], |ctx, _| buffer::run(&params, ctx), |_| Ok(()))
 }
 
 pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
@@ -253,13 +348,7 @@ pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
         params.buffers = b.clone();
     }
     if let Some(p) = &a.presets {
-        params.presets = p
-            .iter()
-            .map(|p| match p {
-                CapacityPreset::Standard => xrunlab_engine::Preset::Standard,
-                CapacityPreset::Optimal => xrunlab_engine::Preset::Optimal,
-            })
-            .collect();
+        params.presets = p.iter().map(|&p| preset_of(p)).collect();
     }
     if let Some(d) = a.seconds {
         params.seconds = d;
@@ -291,7 +380,7 @@ pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
     execute(
         &a.out,
         &[],
-        |ctx| cap::run(&params, &mut open, ctx),
+        |ctx, _| cap::run(&params, &mut open, ctx),
         |_| Ok(()),
     )
 }

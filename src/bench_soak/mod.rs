@@ -1,17 +1,20 @@
-//! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (engine, run collector with its summary, optional CSV) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader, in `client_on.rs` behind the `soak-client` feature), and samples the process's resident memory to show it stays flat; runs on the main thread (the dashboard mode adds its own threads).
+//! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (the lab crate's `soak::run_path`: engine, run collector with its summary; the optional CSV rows are written here) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader, in `client_on.rs` behind the `soak-client` feature), sampling the process's resident memory with the lab crate's sampler to show it stays flat; prints each sample and writes the JSON after each; runs on the main thread (the dashboard mode adds its own threads).
 
 use crate::cli::parse::DeviceKind;
 use crate::cli::SoakArgs;
 use crate::csv_out::{CsvOut, CsvRows};
 use crate::devices;
 use crate::Failure;
-use serde::Serialize;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xrunlab_dash::{DashOptions, DeviceFactory};
-use xrunlab_engine::{Engine, EngineConfig, RunCollector, Summary};
+use xrunlab_engine::{Engine, EngineConfig};
+use xrunlab_lab::soak::{
+    clock, rss_bytes, soak_end, PathEnd, Sampler, SoakResult, TARGET_GROWTH_BYTES,
+};
 use xrunlab_sys::Provenance;
 
 // The WebSocket reader of `--dashboard` is a test client: the shipped binary leaves it out
@@ -23,59 +26,9 @@ mod client;
 #[path = "client_off.rs"]
 mod client;
 
-/// Buffer size a soak uses unless `--buffer` says otherwise: the smallest common one, where
-/// per-buffer memory would grow fastest (1500 buffers a second at 48 kHz).
-pub const SOAK_BUFFER_FRAMES: u32 = 32;
-/// Growth from the first periodic sample to the end that the soak counts as flat.
-const TARGET_GROWTH_BYTES: u64 = 2_000_000;
-/// How often the run path drains the rings: the same as `xrunlab run`.
-const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
-/// How often the loops look at the clock and the interrupt flag between samples.
+pub use xrunlab_lab::soak::SOAK_BUFFER_FRAMES;
+/// How often the dashboard loop looks at the clock and the interrupt flag between samples.
 const TICK: Duration = Duration::from_millis(100);
-
-/// One resident-memory sample.
-#[derive(Debug, Clone, Copy, Serialize)]
-struct Sample {
-    /// Seconds since the engine started.
-    t_s: f64,
-    /// VmRSS from /proc/self/status, bytes.
-    rss_bytes: u64,
-    /// Buffers received (run path) or telemetry frames read (dashboard path) so far.
-    count: u64,
-}
-
-/// The JSON result; written after every sample, so a soak that is killed keeps its samples.
-#[derive(Debug, Serialize)]
-struct SoakResult {
-    schema: &'static str,
-    provenance: Provenance,
-    /// "run" or "dashboard".
-    path: &'static str,
-    csv: bool,
-    config: EngineConfig,
-    duration_s: f64,
-    samples: Vec<Sample>,
-    /// Growth from `growth_from_s` to the last sample, bytes (negative: it shrank).
-    growth_bytes: i64,
-    growth_from_s: f64,
-    target_growth_bytes: u64,
-    /// Whether the run got to its end (not Ctrl-C or a failure); false while it runs.
-    complete: bool,
-    /// "running" until the soak ends, then why it ended.
-    end: String,
-    /// The run summary, on the run path.
-    summary: Option<Summary>,
-    /// Telemetry frames the WebSocket reader received, on the dashboard path.
-    frames_received: Option<u64>,
-}
-
-fn rss_bytes() -> Result<u64, Failure> {
-    xrunlab_sys::read_rss_bytes(xrunlab_sys::default_proc_root(), "self").map_err(|e| {
-        Failure::Runtime(format!(
-            "bench soak measures resident memory from /proc/self/status and cannot read it: {e}"
-        ))
-    })
-}
 
 /// Sets a flag on Ctrl-C, SIGTERM or SIGHUP so the soak ends early with the samples taken so far.
 fn interrupt_flag() -> Arc<AtomicBool> {
@@ -89,112 +42,40 @@ fn interrupt_flag() -> Arc<AtomicBool> {
     flag
 }
 
-fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
-    crate::files::write_atomically(path, text.as_bytes()).map_err(|e| e.to_string())
-}
-
 fn mb(bytes: f64) -> f64 {
     bytes / 1e6
 }
 
-fn clock(t: Duration) -> String {
-    let s = t.as_secs();
-    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-}
-
-/// Takes samples at the start, every `every` and at the end; prints each row as it is taken
-/// and rewrites the JSON result.
-struct Sampler {
-    every: Duration,
-    next: Duration,
-    result: SoakResult,
-    json: Option<PathBuf>,
-    json_error: Option<String>,
-}
-
-impl Sampler {
-    /// `counting` names the progress column: "buffers" or "frames read".
-    fn new(every: Duration, counting: &str, result: SoakResult, json: Option<PathBuf>) -> Sampler {
-        println!(
-            "  {:>10}  {:>9}  {:>16}  {:>12}",
-            "time", "RSS MB", "since first row", counting
-        );
-        Sampler {
-            every,
-            next: every,
-            result,
-            json,
-            json_error: None,
-        }
-    }
-
-    fn due(&self, t: Duration) -> bool {
-        self.result.samples.is_empty() || t >= self.next
-    }
-
-    fn take(&mut self, t: Duration, count: u64) -> Result<(), Failure> {
-        let rss = rss_bytes()?;
-        while self.next <= t {
-            self.next += self.every;
-        }
-        let since = match self.result.samples.first() {
-            Some(first) => format!("{:+.3} MB", mb(rss as f64 - first.rss_bytes as f64)),
-            None => "-".to_owned(),
-        };
-        println!(
-            "  {:>10}  {:>9.2}  {:>16}  {:>12}",
-            clock(t),
-            mb(rss as f64),
-            since,
-            count
-        );
-        self.result.samples.push(Sample {
-            t_s: t.as_secs_f64(),
-            rss_bytes: rss,
-            count,
-        });
-        (self.result.growth_from_s, self.result.growth_bytes) = self.growth();
-        self.write_json();
-        Ok(())
-    }
-
-    /// Growth from the first periodic sample (after warm-up: rings, histograms and allocator
-    /// arenas are in place by then) to the last; from the start sample on runs shorter than
-    /// one period.
-    fn growth(&self) -> (f64, i64) {
-        let samples = &self.result.samples;
-        let last = samples.last();
-        let base = samples
-            .iter()
-            .find(|s| s.t_s >= self.every.as_secs_f64())
-            .filter(|s| last.is_some_and(|l| l.t_s > s.t_s))
-            .or(samples.first());
-        match (base, last) {
-            (Some(b), Some(l)) => (b.t_s, l.rss_bytes as i64 - b.rss_bytes as i64),
-            _ => (0.0, 0),
-        }
-    }
-
-    /// Rewrites the JSON result, if asked for; the first failure is kept for the end.
-    fn write_json(&mut self) {
-        let Some(path) = &self.json else {
-            return;
-        };
-        let written = serde_json::to_string_pretty(&self.result)
-            .map_err(|e| format!("cannot serialize the result: {e}"))
-            .and_then(|text| write_atomically(path, &(text + "\n")));
-        if let Err(e) = written {
-            self.json_error.get_or_insert(e);
-        }
+/// Rewrites the JSON result at `path`, if asked for; the first failure is kept for the end.
+fn write_json(path: Option<&Path>, result: &SoakResult, error: &RefCell<Option<String>>) {
+    let Some(path) = path else {
+        return;
+    };
+    if let Err(e) = xrunlab_results::write::write_json(path, result) {
+        error.borrow_mut().get_or_insert(e.to_string());
     }
 }
 
-/// What a soak path hands back besides the samples.
-struct PathEnd {
-    complete: bool,
-    end: String,
-    summary: Option<Summary>,
-    frames_received: Option<u64>,
+/// Prints the sample just taken: time, RSS, change since the first row, progress.
+fn print_sample(r: &SoakResult) {
+    let (Some(first), Some(last)) = (r.samples.first(), r.samples.last()) else {
+        return;
+    };
+    let since = if r.samples.len() > 1 {
+        format!(
+            "{:+.3} MB",
+            mb(last.rss_bytes as f64 - first.rss_bytes as f64)
+        )
+    } else {
+        "-".to_owned()
+    };
+    println!(
+        "  {:>10}  {:>9.2}  {:>16}  {:>12}",
+        clock(Duration::from_secs_f64(last.t_s)),
+        mb(last.rss_bytes as f64),
+        since,
+        last.count
+    );
 }
 
 pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
@@ -236,9 +117,9 @@ pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
         humantime::format_duration(args.sample_every),
     );
     let result = SoakResult {
-        schema: "xrunlab.soak/1",
+        schema: xrunlab_lab::soak::SCHEMA.to_owned(),
         provenance,
-        path: path_name,
+        path: path_name.to_owned(),
         csv: args.csv,
         config: config.clone(),
         duration_s: args.duration.as_secs_f64(),
@@ -256,12 +137,21 @@ pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
     } else {
         "buffers"
     };
-    let mut sampler = Sampler::new(args.sample_every, counting, result, args.json.clone());
+    println!(
+        "  {:>10}  {:>9}  {:>16}  {:>12}",
+        "time", "RSS MB", "since first row", counting
+    );
+    let json = args.json.as_deref();
+    let json_error = RefCell::new(None);
     // An unwritable result file is refused before the run, not found out after it.
-    sampler.write_json();
-    if let Some(e) = sampler.json_error.take() {
+    write_json(json, &result, &json_error);
+    if let Some(e) = json_error.take() {
         return Err(Failure::Runtime(e));
     }
+    let mut sampler = Sampler::new(args.sample_every, result, |r| {
+        print_sample(r);
+        write_json(json, r, &json_error);
+    });
     let interrupted = interrupt_flag();
     let engine = Engine::start(config, device)?;
     let end = if args.dashboard {
@@ -307,8 +197,9 @@ pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
     r.end = end.end.clone();
     r.summary = end.summary;
     r.frames_received = end.frames_received;
-    sampler.write_json();
-    if let Some(e) = sampler.json_error {
+    let result = sampler.result;
+    write_json(json, &result, &json_error);
+    if let Some(e) = json_error.take() {
         return Err(Failure::Runtime(e));
     }
     if !end.complete && !interrupted.load(Ordering::SeqCst) {
@@ -328,8 +219,8 @@ impl Drop for TempCsv {
     }
 }
 
-/// `xrunlab run`'s collection: drain every 20 ms through a [`RunCollector`] keeping the
-/// summary (and into the CSV), summary at the end.
+/// `xrunlab run`'s path (the lab crate's), with `run --csv`'s rows into a temporary file
+/// removed at the end.
 fn run_path(
     args: &SoakArgs,
     engine: Engine,
@@ -345,26 +236,9 @@ fn run_path(
         None => None,
     };
     let mut csv = CsvRows::new(csv);
-    let mut collector = RunCollector::new(engine).with_summary();
-    let t0 = Instant::now();
-    let (complete, end) = loop {
-        std::thread::sleep(DRAIN_INTERVAL);
-        collector.drain(|b| csv.row(b));
-        let t = t0.elapsed();
-        if let Some(reason) = collector.engine().and_then(Engine::device_ended) {
-            break (false, format!("device ended: {reason}"));
-        }
-        if let Some(end) = soak_end(t, args, interrupted) {
-            break end;
-        }
-        if sampler.due(t) {
-            sampler.take(t, collector.totals().buffers)?;
-        }
-    };
-    // The last sample is taken while the engine still runs: stopping it frees its rings.
-    sampler.take(t0.elapsed(), collector.totals().buffers)?;
-    collector.stop(|b| csv.row(b));
-    let summary = collector.summary();
+    let stop = || interrupted.load(Ordering::SeqCst);
+    let end =
+        xrunlab_lab::soak::run_path(engine, args.duration, sampler, &stop, &mut |b| csv.row(b))?;
     let csv_errors = csv.finish();
     if let Some(t) = &temp {
         let size = std::fs::metadata(&t.path).map(|m| m.len()).unwrap_or(0);
@@ -374,29 +248,15 @@ fn run_path(
             t.path.display()
         );
     }
-    let (complete, end) = if csv_errors.is_empty() {
-        (complete, end)
+    Ok(if csv_errors.is_empty() {
+        end
     } else {
-        (false, csv_errors.join("; "))
-    };
-    Ok(PathEnd {
-        complete,
-        end,
-        summary,
-        frames_received: None,
+        PathEnd {
+            complete: false,
+            end: csv_errors.join("; "),
+            ..end
+        }
     })
-}
-
-/// Whether a soak ends at `t`, and how: (complete, reason) when a signal came or its duration
-/// is reached.
-fn soak_end(t: Duration, args: &SoakArgs, interrupted: &AtomicBool) -> Option<(bool, String)> {
-    if interrupted.load(Ordering::SeqCst) {
-        return Some((
-            false,
-            format!("interrupted after {} (Ctrl-C, SIGTERM or SIGHUP)", clock(t)),
-        ));
-    }
-    (t >= args.duration).then(|| (true, "duration reached".to_owned()))
 }
 
 /// The dashboard's path without a browser: `xrunlab_dash::start` on loopback (any free port)
@@ -440,7 +300,7 @@ fn dashboard_path(
             if reader.is_finished() {
                 break (false, "the WebSocket reader stopped".to_owned());
             }
-            if let Some(end) = soak_end(t, args, interrupted) {
+            if let Some(end) = soak_end(t, args.duration, interrupted.load(Ordering::SeqCst)) {
                 break end;
             }
             if sampler.due(t) {

@@ -30,6 +30,10 @@ pub enum ProbeCommand {
     Sleep(SleepArgs),
     /// Stragglers: N equal threads started together, where they ran and when each finished.
     Placement(PlacementArgs),
+    /// What `--explain` costs: runs with and without the kernel tracer interleaved at one sine
+    /// count, the kernel's cost per recorded event, then the dropout-free capacity with and
+    /// without it (the experiment behind `bench explain`; needs kernel tracing).
+    ExplainCost(ExplainCostArgs),
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +130,34 @@ pub struct PlacementArgs {
     /// Test hook: thread N (0-based) stalls after its work as long as the work took.
     #[arg(long, value_name = "N", hide = true)]
     pub inject_straggler: Option<usize>,
+    #[command(flatten)]
+    pub out: LabOut,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainCostArgs {
+    /// The load of the interleaved runs, in sines (the target is at most +2 % p50 load at 1000).
+    #[arg(long, default_value_t = 1000)]
+    pub sines: usize,
+    /// Rounds; each runs once without and once with --explain, in alternating order
+    /// (default 4; --quick 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
+    /// Length of each run, after 0.5 s of settling that is not counted (default 10s; --quick 1s).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Buffer size in frames, 16..=4096.
+    #[arg(long, value_name = "FRAMES", default_value_t = 128)]
+    pub buffer: u32,
+    /// Thread layout of the runs and the capacity trials.
+    #[arg(long, value_enum, default_value_t = CapacityPreset::Standard)]
+    pub preset: CapacityPreset,
+    /// How long each capacity trial must stay dropout-free, 200ms..=1h (default 3s; --quick 500ms).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub capacity_seconds: Option<Duration>,
+    /// Skip the capacity searches (they take a few minutes).
+    #[arg(long)]
+    pub no_capacity: bool,
     #[command(flatten)]
     pub out: LabOut,
 }

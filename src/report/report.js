@@ -551,6 +551,29 @@ const DRAW = {
       '% of buffer',
     );
   },
+  'probe.explain-cost'(sec, r) {
+    const res = r.result;
+    const modes = [res.without_explain, res.with_explain].filter(Boolean);
+    const stats = [['load_p50_mean_pct', 'p50 (mean)'], ['load_p99_median_pct', 'p99 (median)']];
+    bars(
+      sec,
+      r.kind,
+      'Load without and with --explain',
+      stats.map((s) => s[1]),
+      modes.map((/** @type {any} */ m, /** @type {number} */ i) => ({ name: `--explain ${m.explain ? 'on' : 'off'}`, color: PALETTE[i], values: stats.map((s) => m[s[0]]) })),
+      '% of buffer',
+    );
+    if (res.capacity.length > 0) {
+      bars(
+        sec,
+        r.kind,
+        'Capacity: largest dropout-free sine count',
+        res.capacity.map((/** @type {any} */ c) => `--explain ${c.explain ? 'on' : 'off'}`),
+        [{ name: 'sines', color: PALETTE[0], values: res.capacity.map((/** @type {any} */ c) => c.sines ?? null) }],
+        'sines',
+      );
+    }
+  },
 };
 
 const root = document.getElementById('report');

@@ -163,6 +163,19 @@ fn measure_quick_gives_every_toggle_a_verdict() {
         stdout.contains("within the spread of repeats"),
         "the rule is printed"
     );
+    // The same file read back as its type: the report, the measure result, provenance.
+    let typed = xrunlab_results::doctor::read_doctor(&path).unwrap();
+    assert_eq!(typed.schema, xrunlab_results::doctor::SCHEMA);
+    assert!(typed.provenance.end_time.is_some());
+    assert_eq!(typed.report.failed(), typed.report.counts.fail > 0);
+    assert_eq!(
+        typed.report.findings.len(),
+        v["report"]["findings"].as_array().unwrap().len()
+    );
+    let measured = typed.measure.expect("--measure's result");
+    assert_eq!(measured.toggles.len(), 6);
+    assert_eq!(measured.toggles[0].name, "PM QoS");
+    assert!(typed.applied.is_none());
     eprintln!("doctor --measure --quick took {took:?}");
 }
 
@@ -229,6 +242,20 @@ fn apply_governor_is_undone_at_exit_or_kept() {
         "the report says it read fixture trees"
     );
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // Read back as its type too, applied setting and all.
+    let typed: xrunlab_results::doctor::DoctorResult = xrunlab_results::read::parse_typed(
+        Path::new("-"),
+        &stdout,
+        xrunlab_results::doctor::SCHEMA,
+    )
+    .unwrap();
+    let applied = typed.applied.expect("--apply's record");
+    assert_eq!(
+        (applied.setting.as_str(), applied.end.as_str()),
+        ("governor", "undone on exit")
+    );
+    assert_eq!(applied.changes[1].new, "performance");
+    assert!(typed.report.roots.proc.starts_with(&dir));
     assert_eq!(v["applied"]["setting"], "governor");
     assert_eq!(v["applied"]["end"], "undone on exit");
     assert_eq!(v["applied"]["changes"][1]["old"], "powersave");

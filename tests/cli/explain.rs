@@ -597,10 +597,21 @@ fn bench_explain_compares_both_modes_side_by_side() {
     ] {
         assert!(text.contains(want), "the table has {want:?}:\n{text}");
     }
-    let r = json(&path);
-    assert_eq!(r["schema"], "xrunlab.bench.explain/1");
-    assert_eq!(r["complete"], true, "{}", r["end"]);
-    assert!(r["provenance"]["end_time"].is_string());
+    // The experiments' envelope (`probe explain-cost`), read back typed.
+    let typed: xrunlab_results::explain_cost::ExplainCostFile<Value> =
+        xrunlab_results::explain_cost::parse_explain_cost(
+            &path,
+            &std::fs::read_to_string(&path).unwrap(),
+        )
+        .unwrap();
+    assert!(!typed.incomplete, "{}", typed.end_reason);
+    assert!(typed.result.complete);
+    assert!(typed.provenance.end_time.is_some());
+    assert!(!typed.fingerprint.kernel_release.is_empty());
+    let whole = json(&path);
+    assert_eq!(whole["schema"], "xrunlab.lab/1");
+    assert_eq!(whole["kind"], "probe.explain-cost");
+    let r = &whole["result"];
     let runs = r["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "one run per mode in the one quick round");
     let modes: Vec<bool> = runs.iter().map(|r| r["explain"] == true).collect();

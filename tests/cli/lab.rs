@@ -621,3 +621,171 @@ fn report_inlines_the_dashboards_chart_module_and_the_results_and_refuses_other_
         &["schema", "xrunlab.run/2, xrunlab.lab/1"],
     );
 }
+
+#[test]
+#[ignore = "needs root: kernel tracing"]
+fn explain_cost_reads_back_typed_with_provenance_and_fingerprint_and_its_csv_has_a_header() {
+    let _turn = crate::explain::root_turn();
+    let dir = scratch("lab-explain-cost");
+    let (j, c, html) = (dir.join("r.json"), dir.join("r.csv"), dir.join("r.html"));
+    let out = run_ok(&[
+        "probe",
+        "explain-cost",
+        "--quick",
+        "--quiet",
+        "--sines",
+        "200",
+        "--no-capacity",
+        "--json",
+        j.to_str().unwrap(),
+        "--csv",
+        c.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("p50 load with --explain"), "{text}");
+    // Typed: the envelope with provenance and fingerprint, then the figures; the capacity
+    // searches were skipped, so their points have no type to read.
+    let r: xrunlab_results::explain_cost::ExplainCostFile<serde_json::Value> =
+        xrunlab_results::explain_cost::parse_explain_cost(
+            &j,
+            &std::fs::read_to_string(&j).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(r.schema, xrunlab_results::explain_cost::SCHEMA);
+    assert_eq!(r.kind, xrunlab_results::explain_cost::KIND);
+    assert!(r.provenance.end_time.is_some(), "{:?}", r.provenance);
+    assert!(r
+        .provenance
+        .command_line
+        .iter()
+        .any(|a| a == "explain-cost"));
+    assert!(!r.fingerprint.kernel_release.is_empty());
+    assert!(r.quick && !r.incomplete, "{}", r.end_reason);
+    let e = &r.result;
+    assert!(e.complete && e.capacity.is_empty() && !e.settings.capacity);
+    assert_eq!(e.runs.len(), 2);
+    assert_eq!(
+        e.runs.iter().filter(|r| r.kernel.is_some()).count(),
+        1,
+        "kernel figures for the run with --explain only"
+    );
+    let on = e.with_explain.as_ref().unwrap();
+    assert!(on.events_per_s.unwrap() > 100.0, "{on:?}");
+    let cost = e
+        .event_cost
+        .as_ref()
+        .expect("the cost per event was measured");
+    assert!((3.5..8.0).contains(&cost.events_per_round_trip), "{cost:?}");
+    // The CSV: a header, then one row per run.
+    let csv = std::fs::read_to_string(&c).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(
+        lines[0].starts_with("round,explain,buffers,dropouts,load_p50_pct"),
+        "{csv}"
+    );
+    assert_eq!(lines.len(), 3, "{csv}");
+    // The report takes it like any experiment.
+    run_ok(&[
+        "report",
+        j.to_str().unwrap(),
+        "--out",
+        html.to_str().unwrap(),
+    ]);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(r#""kind":"probe.explain-cost""#));
+    assert!(
+        page.contains("'probe.explain-cost'(sec, r)"),
+        "the report draws it"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn explain_cost_ranges_are_usage_errors_naming_the_flag() {
+    bad_values(
+        &["probe", "explain-cost"],
+        &[
+            ("--buffer", "8", "16..=4096"),
+            ("--capacity-seconds", "100ms", "200ms..=1h"),
+            ("--rounds", "0", "1..=100"),
+        ],
+    );
+}
+
+/// Waits (bounded) until the JSON at `j` holds at least one finished run.
+fn wait_for_a_run(j: &std::path::Path) -> serde_json::Value {
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(r) = std::fs::read_to_string(j)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .filter(|r| {
+                r["result"]["runs"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty())
+            })
+        {
+            return r;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no run written to {} within 30 s",
+            j.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs root: kernel tracing"]
+fn explain_cost_keeps_its_runs_after_sigterm_and_after_kill_9() {
+    let _turn = crate::explain::root_turn();
+    let dir = scratch("lab-explain-cost-stop");
+    let j = dir.join("r.json");
+    let args = [
+        "probe",
+        "explain-cost",
+        "--quick",
+        "--quiet",
+        "--sines",
+        "200",
+        "--rounds",
+        "20",
+        "--no-capacity",
+        "--json",
+        j.to_str().unwrap(),
+    ];
+    // kill -9 after the first run: the file written after that run is whole, marked running.
+    let child = spawn(&args);
+    let during = wait_for_a_run(&j);
+    assert_eq!(during["incomplete"], true, "{during}");
+    crate::child::kill_9(child);
+    let r = json(&j);
+    assert_eq!(r["incomplete"], true);
+    assert!(
+        r["end_reason"].as_str().unwrap().starts_with("running"),
+        "{}",
+        r["end_reason"]
+    );
+    assert!(!r["result"]["runs"].as_array().unwrap().is_empty());
+    // SIGTERM: the runs finished before it are kept, marked incomplete, exit status 0.
+    std::fs::remove_file(&j).unwrap();
+    let child = spawn(&args);
+    wait_for_a_run(&j);
+    stop_ok(child, libc::SIGTERM, Duration::from_secs(30));
+    let r: xrunlab_results::explain_cost::ExplainCostFile<serde_json::Value> =
+        xrunlab_results::explain_cost::parse_explain_cost(
+            &j,
+            &std::fs::read_to_string(&j).unwrap(),
+        )
+        .unwrap();
+    assert!(
+        r.incomplete && r.end_reason.contains("SIGTERM"),
+        "{}",
+        r.end_reason
+    );
+    assert!(!r.result.complete);
+    let n = r.result.runs.len();
+    assert!((1..40).contains(&n), "{n} runs kept");
+    let _ = std::fs::remove_dir_all(&dir);
+}

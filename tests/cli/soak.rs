@@ -84,6 +84,15 @@ fn a_short_soak_on_the_run_path_samples_memory_and_removes_its_csv() {
         r["summary"]
     );
     assert_csv_removed(&stdout);
+    // The same file read back as its type.
+    let path = std::env::temp_dir()
+        .join(format!("xrunlab-cli-soak-run-{}", std::process::id()))
+        .join("soak.json");
+    let typed: xrunlab_results::soak::SoakResult =
+        xrunlab_results::read::read_typed(&path, xrunlab_results::soak::SCHEMA).unwrap();
+    assert!(typed.complete, "{}", typed.end);
+    assert_eq!(typed.summary.map(|s| s.buffers), Some(buffers));
+    assert_eq!(typed.samples.len(), samples.len());
 }
 
 // The reader is a test client, built in only with the `soak-client` feature (test.sh has it).

@@ -56,16 +56,7 @@ impl Setting {
     }
 }
 
-/// One file changed by an applied setting.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Change {
-    /// The file written.
-    pub path: PathBuf,
-    /// Its value before.
-    pub old: String,
-    /// The value written.
-    pub new: String,
-}
+pub use xrunlab_results::doctor::Change;
 
 /// A setting in force. [`Applied::undo`] (or dropping it) writes the old values back, unless
 /// [`Applied::keep`] was called.

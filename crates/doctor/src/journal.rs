@@ -78,7 +78,8 @@ impl Journal {
         }
     }
 
-    /// Writes it atomically (temporary file, fsync, rename), creating the directory.
+    /// Writes it atomically (xrunlab-results' writer: temporary file, fsync, rename),
+    /// creating the directory.
     pub fn write(&self, roots: &Roots) -> Result<(), JournalError> {
         let target = path(roots);
         let dir = target.parent().expect("the journal has a directory");
@@ -86,19 +87,7 @@ impl Journal {
             path: dir.to_path_buf(),
             source,
         })?;
-        let tmp = dir.join(format!(".doctor-undo.{}.tmp", std::process::id()));
-        let bytes = serde_json::to_vec_pretty(self).expect("a journal serializes");
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &target)
-        };
-        write().map_err(|source| JournalError::Write {
-            path: target,
-            source,
-        })
+        xrunlab_results::write::write_json(&target, self).map_err(JournalError::Write)
     }
 
     fn owner_runs(&self) -> bool {
@@ -175,15 +164,9 @@ pub enum JournalError {
         #[source]
         source: std::io::Error,
     },
-    /// It could not be written.
-    #[error("cannot write the undo journal {}: {source}", shown(path))]
-    Write {
-        /// The journal.
-        path: PathBuf,
-        /// What the operating system said.
-        #[source]
-        source: std::io::Error,
-    },
+    /// It could not be written (the writer's error names the file and keeps the io error).
+    #[error("cannot write the undo journal: {0}")]
+    Write(#[source] xrunlab_results::write::WriteError),
     /// It could not be removed.
     #[error("cannot remove {}: {source}", shown(path))]
     Remove {

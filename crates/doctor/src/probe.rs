@@ -2,63 +2,51 @@
 //! uclamp can really be set. Each is tried on a scratch thread that ends right after, so the
 //! doctor's own threads never change. Runs on the main thread (which spawns the scratch).
 
-use serde::{Deserialize, Serialize};
 use xrunlab_sys::sched::{apply_to_current_thread, RtRequest};
 use xrunlab_sys::Outcome;
 
-/// What the syscall probes found. Tests build one by hand to stand for another machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Probes {
-    /// The highest SCHED_FIFO priority a scratch thread obtained; `None` when none could be set.
-    pub fifo_max_priority: Option<u8>,
-    /// What the kernel said to each priority tried, highest first, e.g. "99: EPERM: ...".
-    pub fifo_attempts: Vec<String>,
-    /// What a scratch thread got for uclamp_min 512.
-    pub uclamp: Outcome,
-}
+pub use xrunlab_results::doctor::Probes;
 
-impl Probes {
-    /// Tries SCHED_FIFO at 99, then at the process's RLIMIT_RTPRIO when that is lower, and
-    /// uclamp_min 512, each on a scratch thread.
-    pub fn live() -> Probes {
-        let mut attempts = Vec::new();
-        let mut fifo_max_priority = None;
-        let mut candidates = vec![99u8];
-        if let Some(limit) = rtprio_limit().filter(|&l| (1..99).contains(&l)) {
-            candidates.push(limit as u8);
-        }
-        for priority in candidates {
-            let report = on_scratch_thread(move || {
-                apply_to_current_thread(&RtRequest {
-                    priority: Some(priority),
-                    ..RtRequest::default()
-                })
-            });
-            match report {
-                Some(r) if r.priority.took_effect() => {
-                    attempts.push(format!("{priority}: obtained ({})", r.obtained));
-                    fifo_max_priority = Some(priority);
-                    break;
-                }
-                Some(r) => attempts.push(format!("{priority}: {}", r.priority.summary())),
-                None => attempts.push(format!("{priority}: the scratch thread could not start")),
-            }
-        }
-        let uclamp = on_scratch_thread(|| {
+/// Tries SCHED_FIFO at 99, then at the process's RLIMIT_RTPRIO when that is lower, and
+/// uclamp_min 512, each on a scratch thread.
+pub fn live() -> Probes {
+    let mut attempts = Vec::new();
+    let mut fifo_max_priority = None;
+    let mut candidates = vec![99u8];
+    if let Some(limit) = rtprio_limit().filter(|&l| (1..99).contains(&l)) {
+        candidates.push(limit as u8);
+    }
+    for priority in candidates {
+        let report = on_scratch_thread(move || {
             apply_to_current_thread(&RtRequest {
-                uclamp_min: Some(512),
+                priority: Some(priority),
                 ..RtRequest::default()
             })
-            .uclamp
-        })
-        .unwrap_or(Outcome::Unsupported {
-            reason: "the scratch thread could not start".to_owned(),
         });
-        Probes {
-            fifo_max_priority,
-            fifo_attempts: attempts,
-            uclamp,
+        match report {
+            Some(r) if r.priority.took_effect() => {
+                attempts.push(format!("{priority}: obtained ({})", r.obtained));
+                fifo_max_priority = Some(priority);
+                break;
+            }
+            Some(r) => attempts.push(format!("{priority}: {}", r.priority.summary())),
+            None => attempts.push(format!("{priority}: the scratch thread could not start")),
         }
+    }
+    let uclamp = on_scratch_thread(|| {
+        apply_to_current_thread(&RtRequest {
+            uclamp_min: Some(512),
+            ..RtRequest::default()
+        })
+        .uclamp
+    })
+    .unwrap_or(Outcome::Unsupported {
+        reason: "the scratch thread could not start".to_owned(),
+    });
+    Probes {
+        fifo_max_priority,
+        fifo_attempts: attempts,
+        uclamp,
     }
 }
 

@@ -2,50 +2,9 @@
 //! (/etc, /boot, /usr, /dev) as three roots, so fixture trees can stand in for a machine.
 //! Used on the main thread.
 
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// The three trees the checks read. On a live system: "/proc", "/sys" and "/".
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Roots {
-    /// procfs.
-    pub proc: PathBuf,
-    /// sysfs.
-    pub sys: PathBuf,
-    /// The filesystem root holding etc/, boot/, usr/, dev/.
-    pub fs: PathBuf,
-}
-
-impl Roots {
-    /// The running system's trees.
-    pub fn live() -> Roots {
-        Roots {
-            proc: PathBuf::from(xrunlab_sys::DEFAULT_PROC_ROOT),
-            sys: PathBuf::from(xrunlab_sys::DEFAULT_SYS_ROOT),
-            fs: PathBuf::from("/"),
-        }
-    }
-
-    /// True when every root is the live system's.
-    pub fn is_live(&self) -> bool {
-        *self == Roots::live()
-    }
-
-    /// A path under procfs, e.g. `proc("sys/kernel/sched_rt_runtime_us")`.
-    pub fn proc(&self, rel: &str) -> PathBuf {
-        self.proc.join(rel)
-    }
-
-    /// A path under sysfs, e.g. `sys("kernel/realtime")`.
-    pub fn sys(&self, rel: &str) -> PathBuf {
-        self.sys.join(rel)
-    }
-
-    /// A path under the filesystem root, e.g. `fs("etc/group")`.
-    pub fn fs(&self, rel: &str) -> PathBuf {
-        self.fs.join(rel)
-    }
-}
+pub use xrunlab_results::doctor::Roots;
 
 /// Why a file the doctor reads could not be used. The message names the file
 /// ("/proc/cmdline is missing", "... is unreadable: permission denied"), ready to become an

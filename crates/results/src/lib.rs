@@ -8,10 +8,14 @@
 #![deny(missing_docs)]
 
 pub mod compare;
+pub mod doctor;
+pub mod doctor_measure;
+pub mod explain_cost;
 pub mod histogram;
 pub mod probe;
 pub mod read;
 pub mod run;
+pub mod soak;
 pub mod write;
 
 pub use histogram::EncodedHistogram;

@@ -9,7 +9,7 @@ use crate::event::{EventKind, TraceEvent};
 use crate::perf::{open_cpu, CpuRing};
 use crate::procinfo::SeenTasks;
 use crate::setup::{prepare, Roots, TraceUnavailable};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,7 +51,7 @@ impl Default for TraceOptions {
 }
 
 /// What the tracer set up, for results files and the run summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TraceInfo {
     /// How events are collected.
     pub backend: String,

@@ -18,36 +18,8 @@ use crate::kconfig::{KconfigError, KernelConfig};
 use crate::probe::Probes;
 use crate::process::{parse_groups, user_name, Cmdline, Group, ProcessStatus};
 use crate::roots::{read, ReadError, Roots};
-use serde::{Deserialize, Serialize};
 
-/// What the audio setup being checked for looks like.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Options {
-    /// Buffer size in frames (idle-state exit latencies and PipeWire's quantum are compared
-    /// with it).
-    pub buffer_frames: u32,
-    /// Sample rate in Hz.
-    pub sample_rate: u32,
-    /// The SCHED_FIFO priority audio threads run at (xrunlab's default is 70).
-    pub audio_priority: u8,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            buffer_frames: 128,
-            sample_rate: 48_000,
-            audio_priority: 70,
-        }
-    }
-}
-
-impl Options {
-    /// One buffer's duration in microseconds.
-    pub fn period_us(&self) -> f64 {
-        f64::from(self.buffer_frames) * 1e6 / f64::from(self.sample_rate.max(1))
-    }
-}
+pub use xrunlab_results::doctor::Options;
 
 /// Facts several checks share, read once.
 pub(crate) struct Ctx<'a> {

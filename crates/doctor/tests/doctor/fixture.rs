@@ -180,7 +180,7 @@ impl Machine {
     }
 
     pub fn report_with(&self, probes: &Probes, options: Options) -> Report {
-        Report::examine(&self.roots(), probes, options)
+        xrunlab_doctor::report::build(&self.roots(), probes, options)
     }
 
     pub fn read(&self, rel: &str) -> String {
