@@ -15,7 +15,6 @@ use std::time::Duration;
 use xrunlab_lab::timing::Class;
 use xrunlab_lab::{
     buffer, capacity as cap, placement, sleep, threads, wakeup, Ctx, Experiment, LabError,
-    LabResult,
 };
 use xrunlab_sys::Provenance;
 
@@ -84,7 +83,7 @@ fn execute<T: Experiment>(
         progress,
     };
     let result = experiment(&ctx)?;
-    let lab = LabResult::new(
+    let lab = xrunlab_lab::common::lab_result(
         provenance,
         fingerprint,
         out.quick,
@@ -100,9 +99,7 @@ fn execute<T: Experiment>(
     }
     let mut errors = Vec::new();
     if let Some(p) = &out.json {
-        let text = serde_json::to_string_pretty(&lab)
-            .map_err(|e| Failure::Runtime(format!("cannot serialize the result: {e}")))?;
-        errors.extend(files::write_atomically(p, (text + "\n").as_bytes()).err());
+        errors.extend(xrunlab_results::write::write_json(p, &lab).err());
     }
     if let Some(p) = &out.csv {
         match lab.result.table().to_csv() {

@@ -1,5 +1,6 @@
-//! `xrunlab report`: reads run, experiment and compare result files (a compare result typed,
-//! through xrunlab-results, with its distributions turned into CCDF points here) and writes one
+//! `xrunlab report`: reads run, experiment and compare result files (experiment and compare
+//! results typed, through xrunlab-results, a compare result's distributions turned into CCDF
+//! points here) and writes one
 //! self-contained HTML page that draws them, with the dashboard's chart module and the report's
 //! drawing code inlined (no network); runs on the main thread.
 
@@ -7,13 +8,16 @@ use crate::cli::report::ReportArgs;
 use crate::{files, Failure};
 use serde_json::Value;
 use xrunlab_results::compare::{CompareResult, SCHEMA as COMPARE_SCHEMA};
+use xrunlab_results::lab::{kind_of, parse_experiment, SCHEMA as LAB_SCHEMA};
+use xrunlab_results::probe::{parse_wakeup, KIND as WAKEUP_KIND};
 use xrunlab_results::read::parse_typed;
 
 /// The report page's own drawing code.
 const REPORT_JS: &str = include_str!("report/report.js");
 
 /// Result layouts the report draws.
-const SCHEMAS: &[&str] = &["xrunlab.run/2", "xrunlab.lab/1", COMPARE_SCHEMA];
+/// (`xrunlab.lab/1`, experiments from before they kept histograms, is drawn as written.)
+const SCHEMAS: &[&str] = &["xrunlab.run/2", "xrunlab.lab/1", LAB_SCHEMA, COMPARE_SCHEMA];
 
 /// Text that can sit inside a `<script>` element: `</script` (any case) cannot end it early.
 /// In JS and JSON, `<\/` means the same as `</` inside strings, and comments are unaffected.
@@ -44,6 +48,9 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
         let file = path.display().to_string();
         if schema == COMPARE_SCHEMA {
             entries.push(compare_entry(path, &text, file)?);
+        } else if schema == LAB_SCHEMA {
+            check_experiment(path, &text)?;
+            entries.push(serde_json::json!({ "file": file, "result": value }));
         } else {
             entries.push(serde_json::json!({ "file": file, "result": value }));
         }
@@ -57,6 +64,18 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
         entries.len(),
         a.out.display()
     );
+    Ok(())
+}
+
+/// An experiment result read as its kind's type, so a field the page would misdraw is a usage
+/// error naming the file and field; the page then gets the file as written.
+fn check_experiment(path: &std::path::Path, text: &str) -> Result<(), Failure> {
+    let usage = |e: xrunlab_results::ReadError| Failure::Usage(e.to_string());
+    if kind_of(text).as_deref() == Some(WAKEUP_KIND) {
+        parse_wakeup(path, text).map_err(usage)?;
+    } else {
+        parse_experiment(path, text).map_err(usage)?;
+    }
     Ok(())
 }
 

@@ -38,7 +38,7 @@ fn wakeup_probe_counts_every_loop_and_writes_cyclictests_histogram_layout() {
         c.to_str().unwrap(),
     ]);
     let r = json(&j);
-    assert_eq!(r["schema"], "xrunlab.lab/1");
+    assert_eq!(r["schema"], "xrunlab.lab/2");
     assert_eq!(r["kind"], "probe.wakeup");
     assert_eq!(r["incomplete"], false);
     assert!(r["provenance"]["kernel"].is_string());
@@ -165,18 +165,7 @@ fn sleep_probe_finds_busy_polling_costlier_than_clock_nanosleep_and_names_a_verd
     let _cpus = cpus_shared();
     let dir = scratch("lab-sleep");
     let (j, c) = (dir.join("s.json"), dir.join("s.csv"));
-    run_ok(&[
-        "probe",
-        "sleep",
-        "--quick",
-        "--quiet",
-        "--intervals",
-        "1ms",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
+    crate::sleep_probe(&j, &["--csv", c.to_str().unwrap()]);
     let r = json(&j);
     assert_eq!(r["kind"], "probe.sleep");
     assert!(r["fingerprint"]["kernel_release"].is_string(), "{r}");

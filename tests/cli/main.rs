@@ -100,6 +100,18 @@ pub fn usage_error(args: &[&str], expect: &[&str]) {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// Runs the quick `probe sleep` at one interval (1 ms: every call, both slacks) with `extra`
+/// flags, writing its result to `json`.
+pub fn sleep_probe(json: &std::path::Path, extra: &[&str]) {
+    let args = [
+        &["probe", "sleep", "--quick", "--quiet", "--intervals", "1ms"][..],
+        extra,
+        &["--json", json.to_str().unwrap()],
+    ]
+    .concat();
+    run_ok(&args);
+}
+
 /// A JSON file the binary wrote.
 pub fn json(path: &std::path::Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)

@@ -9,8 +9,7 @@ use serde::Deserialize;
 use std::path::Path;
 use xrunlab_sys::{Fingerprint, Provenance};
 
-/// The experiments' envelope schema.
-pub const SCHEMA: &str = "xrunlab.lab/1";
+pub use crate::lab::SCHEMA;
 /// The experiment this type reads.
 pub const KIND: &str = "probe.wakeup";
 
@@ -52,20 +51,6 @@ pub struct WakeupFile {
 /// Reads `text` (from `path`) as a probe-wakeup result; an experiment of another kind is
 /// refused naming the field `kind`.
 pub fn parse_wakeup(path: &Path, text: &str) -> Result<WakeupFile, ReadError> {
-    // Text that is not JSON is named by parse_typed (truncated or not).
-    if let Ok(file) = serde_json::from_str::<serde_json::Value>(text) {
-        if file.get("schema").and_then(|s| s.as_str()) == Some(SCHEMA) {
-            match file.get("kind").and_then(|k| k.as_str()) {
-                Some(KIND) | None => {}
-                Some(other) => {
-                    return Err(ReadError::new(
-                        path,
-                        "kind",
-                        format!("is {other:?}; compare reads {KIND:?} experiments"),
-                    ))
-                }
-            }
-        }
-    }
+    crate::lab::check_kind(path, text, KIND)?;
     parse_typed(path, text, SCHEMA)
 }
