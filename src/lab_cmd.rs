@@ -99,7 +99,11 @@ fn execute<T: Experiment>(
     }
     let mut errors = Vec::new();
     if let Some(p) = &out.json {
-        errors.extend(xrunlab_results::write::write_json(p, &lab).err());
+        errors.extend(
+            xrunlab_results::write::write_json(p, &lab)
+                .err()
+                .map(|e| e.to_string()),
+        );
     }
     if let Some(p) = &out.csv {
         match lab.result.table().to_csv() {

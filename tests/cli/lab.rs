@@ -314,7 +314,7 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
     };
     for p in &typed.result.points {
         let steps = p.step_us.decode_as(Scale::Micros).unwrap();
-        assert!(steps.len() > 0, "every point keeps its steps: {p:?}");
+        assert!(!steps.is_empty(), "every point keeps its steps: {p:?}");
     }
     assert_eq!(res["knees"].as_array().unwrap().len(), 4);
     let energy = res["energy"].as_str().unwrap();

@@ -357,6 +357,28 @@ pub fn compare(
     Ok(result_of(provenance, &machines(a), &machines(b), found))
 }
 
+/// The sum of histograms each decoded from its field of `path` in `scale`'s units; what does
+/// not decode or add is named by its field, none at all by "no histogram".
+pub(crate) fn decoded_sum<'a>(
+    path: &Path,
+    fields: impl IntoIterator<Item = (String, &'a EncodedHistogram)>,
+    scale: Scale,
+) -> Result<Histogram<u64>, ReadError> {
+    let mut out: Option<Histogram<u64>> = None;
+    for (field, e) in fields {
+        let h = e
+            .decode_as(scale)
+            .map_err(|problem| ReadError::new(path, &field, problem))?;
+        match out.as_mut() {
+            None => out = Some(h),
+            Some(o) => o
+                .add(&h)
+                .map_err(|e| ReadError::new(path, &field, format!("{e:?}")))?,
+        }
+    }
+    out.ok_or_else(|| ReadError::new(path, "(file)", "no histogram"))
+}
+
 /// Refuses a side without files.
 pub(crate) fn check_sides(a: usize, b: usize) -> Result<(), CompareError> {
     if a == 0 {

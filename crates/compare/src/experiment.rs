@@ -4,7 +4,7 @@
 //! (capacity and throughput higher is better; latency, load, CPU and dropouts lower), with the
 //! points' distributions from their HdrHistograms. Main thread.
 
-use crate::analyse::{check_sides, result_of, CompareError, Found, Options, SEED};
+use crate::analyse::{check_sides, decoded_sum, result_of, CompareError, Found, Options, SEED};
 use crate::diff::workload_diff_of;
 use crate::judge::{judge, judge_rate, value_at, Figures};
 use hdrhistogram::Histogram;
@@ -136,18 +136,12 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
             }
         }
         Experiment::Placement(r) => {
-            let mut hists = Vec::new();
-            for (i, t) in r.result.threads.iter().enumerate() {
-                let field = format!("result.threads[{i}].buffer_us");
-                hists.push(
-                    t.buffer_us
-                        .decode_as(Scale::Micros)
-                        .map_err(|problem| ReadError::new(path, &field, problem))?,
-                );
-            }
-            let all = merged(&hists)
-                .map_err(|problem| ReadError::new(path, "result.threads", problem))?
-                .ok_or_else(|| ReadError::new(path, "result.threads", "no thread ran"))?;
+            let threads = r.result.threads.iter().enumerate();
+            let all = decoded_sum(
+                path,
+                threads.map(|(i, t)| (format!("result.threads[{i}].buffer_us"), &t.buffer_us)),
+                Scale::Micros,
+            )?;
             let all = EncodedHistogram::of(&all, Scale::Micros);
             f.distribution(
                 (path, "result.threads".to_owned()),

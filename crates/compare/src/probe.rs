@@ -3,7 +3,9 @@
 //! statistics as run results (runs of the probe as repeats, or one each by block bootstrap).
 //! Main thread.
 
-use crate::analyse::{check_sides, result_of, sum, CompareError, Found, Options, SEED};
+use crate::analyse::{
+    check_sides, decoded_sum, result_of, sum, CompareError, Found, Options, SEED,
+};
 use crate::diff::diff_fields;
 use crate::judge::{judge, value_at, Figures};
 use hdrhistogram::Histogram;
@@ -32,23 +34,14 @@ const WORKLOAD: &[&str] = &[
 
 /// Every thread of one probe merged.
 fn merged_threads(path: &std::path::Path, f: &WakeupFile) -> Result<Histogram<u64>, ReadError> {
-    let mut out: Option<Histogram<u64>> = None;
-    for (i, t) in f.result.threads.iter().enumerate() {
-        let h = t.latency_us.decode_as(Scale::Micros).map_err(|problem| {
-            ReadError::new(path, &format!("result.threads[{i}].latency_us"), problem)
-        })?;
-        match out.as_mut() {
-            None => out = Some(h),
-            Some(o) => o.add(&h).map_err(|e| {
-                ReadError::new(
-                    path,
-                    &format!("result.threads[{i}].latency_us"),
-                    format!("{e:?}"),
-                )
-            })?,
-        }
-    }
-    out.filter(|h| !h.is_empty())
+    let threads = f.result.threads.iter().enumerate();
+    let h = decoded_sum(
+        path,
+        threads.map(|(i, t)| (format!("result.threads[{i}].latency_us"), &t.latency_us)),
+        Scale::Micros,
+    )?;
+    Some(h)
+        .filter(|h| !h.is_empty())
         .ok_or_else(|| ReadError::new(path, "result.threads", "no thread recorded a wake-up"))
 }
 
