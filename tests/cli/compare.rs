@@ -357,31 +357,11 @@ fn compare_reads_experiment_results_typed_with_their_histograms_and_refuses_othe
     );
 }
 
-/// Runs the smallest capacity search that still finds a count (2048 frames, 200 ms trials,
-/// one repeat, no burst, a LatencyMark of one sine) with `extra` flags; a few seconds.
+/// Runs the smallest capacity search that still finds a count, 200 ms a trial, with `extra`
+/// flags; a few seconds.
 fn capacity_file(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
     let path = dir.join(name);
-    let args = [
-        &[
-            "capacity",
-            "--quick",
-            "--quiet",
-            "--buffers",
-            "2048",
-            "--seconds",
-            "200ms",
-            "--repeats",
-            "1",
-            "--burst-load",
-            "0",
-            "--latency-sines",
-            "1",
-        ][..],
-        extra,
-        &["--json", s(&path)],
-    ]
-    .concat();
-    run_ok(&args);
+    crate::small_capacity(&path, "200ms", &[&["--quiet"][..], extra].concat());
     path
 }
 

@@ -520,24 +520,7 @@ fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it()
 fn slowed_capacity(dir: &std::path::Path, k: u32, round: usize) -> (u64, bool, serde_json::Value) {
     let j = dir.join(format!("k{k}-{round}.json"));
     let k_arg = k.to_string();
-    let out = run_ok(&[
-        "capacity",
-        "--quick",
-        "--buffers",
-        "2048",
-        "--seconds",
-        "500ms",
-        "--repeats",
-        "1",
-        "--burst-load",
-        "0",
-        "--latency-sines",
-        "1",
-        "--kernel-slowdown",
-        &k_arg,
-        "--json",
-        j.to_str().unwrap(),
-    ]);
+    let out = crate::small_capacity(&j, "500ms", &["--kernel-slowdown", &k_arg]);
     let r = json(&j);
     assert_eq!(r["result"]["params"]["kernel_slowdown"], k, "recorded");
     let said = r["warnings"]
