@@ -166,7 +166,7 @@ fn probe_wakeup(a: &WakeupArgs) -> Result<(), Failure> {
         &[("--histogram-file", hist_file)],
         |ctx| wakeup::run(&params, ctx),
         |r| match hist_file {
-            Some(p) => files::write_atomically(p, r.histogram_text().as_bytes()),
+            Some(p) => files::write_atomically(p, wakeup::histogram_text(r).as_bytes()),
             None => Ok(()),
         },
     )

@@ -106,8 +106,8 @@ pub fn parse_lab<T: DeserializeOwned>(
     parse_typed(path, text, SCHEMA)
 }
 
-/// An experiment's file read back as its kind's type (`probe wakeup` has its own reader,
-/// [`crate::probe::WakeupFile`]).
+/// An experiment's file read back as its kind's type (`probe wakeup`, compared on its own, has
+/// its own reader, [`crate::probe::parse_wakeup`]).
 #[derive(Debug, Clone)]
 pub enum Experiment {
     /// `probe sleep`.
