@@ -24,7 +24,7 @@ pub type ExperimentSide = [(PathBuf, Experiment)];
 /// One figure of one file.
 struct Sample {
     name: String,
-    unit: &'static str,
+    unit: String,
     higher_is_better: bool,
     value: f64,
     /// The distribution (by name) and quantile it is, for the one-run bootstrap.
@@ -42,10 +42,10 @@ struct FileFigures {
 
 impl FileFigures {
     /// A figure with no distribution behind it.
-    fn plain(&mut self, name: String, unit: &'static str, higher_is_better: bool, value: f64) {
+    fn plain(&mut self, name: String, unit: &str, higher_is_better: bool, value: f64) {
         self.samples.push(Sample {
             name,
-            unit,
+            unit: unit.to_owned(),
             higher_is_better,
             value,
             quantile: None,
@@ -73,7 +73,7 @@ impl FileFigures {
         for (label, q) in quantiles {
             self.samples.push(Sample {
                 name: format!("{name} {label}"),
-                unit,
+                unit: unit.to_owned(),
                 higher_is_better: false,
                 value: value_at(&hist, *q, scale),
                 quantile: q.map(|q| (name.clone(), q)),
@@ -158,7 +158,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
                 let label = format!("{} {} x{}", q.workload.name(), q.class, q.threads);
                 f.plain(
                     format!("{label} throughput"),
-                    q.workload.unit(),
+                    &format!("{}/s", q.workload.unit()),
                     true,
                     q.throughput,
                 );
@@ -183,7 +183,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
                 let hours = q.seconds / 3600.0;
                 f.samples.push(Sample {
                     name: format!("{label} dropouts per hour"),
-                    unit: "per hour",
+                    unit: "per hour".to_owned(),
                     higher_is_better: false,
                     value: if hours > 0.0 {
                         q.dropouts as f64 / hours
@@ -316,7 +316,7 @@ pub fn compare_experiments(
         };
         if let Some(found) = pooled(&sa)
             .zip(pooled(&sb))
-            .and_then(|(ea, eb)| judge_rate(name, first.unit, (va.clone(), vb.clone()), ea, eb))
+            .and_then(|(ea, eb)| judge_rate(name, &first.unit, (va.clone(), vb.clone()), ea, eb))
         {
             metrics.push(found);
             continue;
@@ -328,7 +328,7 @@ pub fn compare_experiments(
         });
         let f = Figures {
             name: name.to_owned(),
-            unit: first.unit.to_owned(),
+            unit: first.unit.clone(),
             higher_is_better: first.higher_is_better,
             a: va,
             b: vb,
