@@ -11,6 +11,7 @@ use xrunlab_results::compare::{CompareResult, SCHEMA as COMPARE_SCHEMA};
 use xrunlab_results::lab::{kind_of, parse_experiment, SCHEMA as LAB_SCHEMA};
 use xrunlab_results::probe::{parse_wakeup, KIND as WAKEUP_KIND};
 use xrunlab_results::read::parse_typed;
+use xrunlab_results::EncodedHistogram;
 
 /// The report page's own drawing code.
 const REPORT_JS: &str = include_str!("report/report.js");
@@ -49,8 +50,8 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
         if schema == COMPARE_SCHEMA {
             entries.push(compare_entry(path, &text, file)?);
         } else if schema == LAB_SCHEMA {
-            check_experiment(path, &text)?;
-            entries.push(serde_json::json!({ "file": file, "result": value }));
+            let ccdf = experiment_ccdf(path, &text)?;
+            entries.push(serde_json::json!({ "file": file, "result": value, "ccdf": ccdf }));
         } else {
             entries.push(serde_json::json!({ "file": file, "result": value }));
         }
@@ -68,15 +69,47 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
 }
 
 /// An experiment result read as its kind's type, so a field the page would misdraw is a usage
-/// error naming the file and field; the page then gets the file as written.
-fn check_experiment(path: &std::path::Path, text: &str) -> Result<(), Failure> {
+/// error naming the file and field (the page then gets the file as written), and the CCDF
+/// points of every distribution it kept: per family (oversleep, load, ...), one series per
+/// point or thread.
+fn experiment_ccdf(path: &std::path::Path, text: &str) -> Result<Vec<Value>, Failure> {
     let usage = |e: xrunlab_results::ReadError| Failure::Usage(e.to_string());
-    if kind_of(text).as_deref() == Some(WAKEUP_KIND) {
-        parse_wakeup(path, text).map_err(usage)?;
-    } else {
-        parse_experiment(path, text).map_err(usage)?;
+    let kept: Vec<(&str, String, EncodedHistogram)> =
+        if kind_of(text).as_deref() == Some(WAKEUP_KIND) {
+            let w = parse_wakeup(path, text).map_err(usage)?;
+            w.result
+                .threads
+                .into_iter()
+                .map(|t| {
+                    (
+                        "wake-up latency",
+                        format!("thread {}", t.index),
+                        t.latency_us,
+                    )
+                })
+                .collect()
+        } else {
+            let e = parse_experiment(path, text).map_err(usage)?;
+            e.kept()
+                .into_iter()
+                .map(|(family, series, h)| (family, series, h.clone()))
+                .collect()
+        };
+    let mut charts: Vec<(&str, String, Vec<Value>)> = Vec::new();
+    for (family, series, h) in &kept {
+        let points = h.ccdf().map_err(|e| {
+            Failure::Usage(format!("{}: {family} of {series}: {e}", path.display()))
+        })?;
+        let one = serde_json::json!({ "name": series, "points": points });
+        match charts.iter_mut().find(|c| c.0 == *family) {
+            Some(c) => c.2.push(one),
+            None => charts.push((family, h.unit.clone(), vec![one])),
+        }
     }
-    Ok(())
+    Ok(charts
+        .into_iter()
+        .map(|(name, unit, series)| serde_json::json!({ "name": name, "unit": unit, "series": series }))
+        .collect())
 }
 
 /// A compare result read as its type (a field that does not fit is a usage error naming the

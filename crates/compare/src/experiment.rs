@@ -118,13 +118,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
     match e {
         Experiment::Sleep(r) => {
             for (i, q) in r.result.points.iter().enumerate() {
-                let label = format!(
-                    "{} us {} slack {} ns {}",
-                    q.interval_us,
-                    q.call.name(),
-                    q.slack_ns,
-                    q.sched.requested
-                );
+                let label = q.label();
                 f.distribution(
                     (path, format!("result.points[{i}].oversleep_us")),
                     format!("{label} oversleep"),
@@ -155,7 +149,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
         }
         Experiment::Threads(r) => {
             for (i, q) in r.result.points.iter().enumerate() {
-                let label = format!("{} {} x{}", q.workload.name(), q.class, q.threads);
+                let label = q.label();
                 f.plain(
                     format!("{label} throughput"),
                     &format!("{}/s", q.workload.unit()),
@@ -173,7 +167,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
         }
         Experiment::Buffer(r) => {
             for (i, q) in r.result.points.iter().enumerate() {
-                let label = format!("{} frames", q.buffer);
+                let label = q.label();
                 f.run_histograms(
                     (path, &format!("result.points[{i}].histograms")),
                     &label,
@@ -197,7 +191,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
         }
         Experiment::Capacity(r) => {
             for (i, q) in r.result.points.iter().enumerate() {
-                let label = format!("{} {} frames", q.preset.name(), q.buffer);
+                let label = q.label();
                 f.plain(format!("{label} capacity"), "sines", true, q.sines as f64);
                 if let Some(h) = &q.histograms {
                     f.run_histograms(

@@ -102,6 +102,11 @@ impl CapacityPoint {
     pub fn limited_by_ceiling(&self) -> bool {
         self.sines > 0 && self.trials.iter().all(Trial::clean)
     }
+
+    /// The point's settings in words: "standard 256 frames".
+    pub fn label(&self) -> String {
+        format!("{} {} frames", self.preset.name(), self.buffer)
+    }
 }
 
 /// LatencyMark for one preset.

@@ -4,6 +4,7 @@
 //! the file and the field of what does not fit. Written by the lab experiments through the
 //! binary, read by `compare` and `report`, on the main thread.
 
+use crate::histogram::EncodedHistogram;
 use crate::read::{parse_typed, ReadError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -163,6 +164,52 @@ impl Experiment {
     /// Whether it was stopped before every point was measured.
     pub fn incomplete(&self) -> bool {
         each_kind!(self, r => r.incomplete)
+    }
+}
+
+impl Experiment {
+    /// Every distribution the experiment kept, with the series name of its point or thread,
+    /// in the file's order.
+    pub fn kept(&self) -> Vec<(&'static str, String, &EncodedHistogram)> {
+        let mut out = Vec::new();
+        match self {
+            Experiment::Sleep(r) => {
+                for q in &r.result.points {
+                    out.push(("oversleep", q.label(), &q.oversleep_us));
+                }
+            }
+            Experiment::Placement(r) => {
+                for t in &r.result.threads {
+                    out.push(("buffer time", format!("thread {}", t.index), &t.buffer_us));
+                }
+            }
+            Experiment::Threads(r) => {
+                for q in &r.result.points {
+                    out.push(("step time", q.label(), &q.step_us));
+                }
+            }
+            Experiment::Buffer(r) => {
+                for q in &r.result.points {
+                    let (name, h) = (q.label(), &q.histograms);
+                    out.push(("load", name.clone(), &h.load_pct));
+                    out.push(("driver wake-up", name, &h.driver_wake_latency_us));
+                }
+            }
+            Experiment::Capacity(r) => {
+                for q in &r.result.points {
+                    if let Some(h) = &q.histograms {
+                        let name = q.label();
+                        out.push(("load at capacity", name.clone(), &h.load_pct));
+                        out.push((
+                            "driver wake-up at capacity",
+                            name,
+                            &h.driver_wake_latency_us,
+                        ));
+                    }
+                }
+            }
+        }
+        out
     }
 }
 

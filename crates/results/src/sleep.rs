@@ -77,6 +77,19 @@ pub struct SleepPoint {
     pub oversleep_us: EncodedHistogram,
 }
 
+impl SleepPoint {
+    /// The point's settings in words: "1000 us nanosleep slack 1 ns other-nice0".
+    pub fn label(&self) -> String {
+        format!(
+            "{} us {} slack {} ns {}",
+            self.interval_us,
+            self.call.name(),
+            self.slack_ns,
+            self.sched.requested
+        )
+    }
+}
+
 /// The cheapest way to wait for one interval.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verdict {

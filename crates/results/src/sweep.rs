@@ -66,6 +66,13 @@ pub struct ThreadsPoint {
     pub step_us: EncodedHistogram,
 }
 
+impl ThreadsPoint {
+    /// The point's settings in words: "sine other-nice0 x2".
+    pub fn label(&self) -> String {
+        format!("{} {} x{}", self.workload.name(), self.class, self.threads)
+    }
+}
+
 /// One curve's knee.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Knee {
@@ -160,6 +167,13 @@ pub struct BufferPoint {
     pub threads: Vec<ThreadCpu>,
     /// The measured buffers' load and driver and worker wake-up latency, as `run` keeps them.
     pub histograms: RunHistograms,
+}
+
+impl BufferPoint {
+    /// The point's settings in words: "256 frames".
+    pub fn label(&self) -> String {
+        format!("{} frames", self.buffer)
+    }
 }
 
 /// The buffer sweep's result; `P` is the writer's parameter type, [`Params`] for a reader.
