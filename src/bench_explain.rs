@@ -20,8 +20,8 @@ fn envelope<'a>(
     let mut fingerprint = fingerprint.clone();
     fingerprint.finish(xrunlab_sys::default_proc_root());
     LabResult {
-        schema: xrunlab_lab::common::SCHEMA,
-        kind: <ExplainCost as Experiment>::KIND,
+        schema: xrunlab_lab::common::SCHEMA.to_owned(),
+        kind: <ExplainCost as Experiment>::KIND.to_owned(),
         provenance,
         fingerprint,
         quick,

@@ -1,13 +1,15 @@
-//! `xrunlab compare`: reads run results, or `probe wakeup` results, on two sides as types (a
-//! bad file, or a mix of the two kinds, is a usage error naming the file and field), compares them (xrunlab-compare), prints the table, writes the
+//! `xrunlab compare`: reads run results, `probe wakeup` results or other experiments' results
+//! on two sides as types (a bad file, or a mix of kinds, is a usage error naming the file and
+//! field), compares them (xrunlab-compare), prints the table, writes the
 //! compare result, and gates with --fail-if-worse; runs on the main thread.
 
 use crate::cli::compare::CompareArgs;
 use crate::Failure;
-use std::path::PathBuf;
-use xrunlab_compare::{compare, compare_probes, held_over_table, Options};
-use xrunlab_results::compare::{CompareResult, Verdict};
-use xrunlab_results::probe::{parse_wakeup, WakeupFile, SCHEMA as PROBE_SCHEMA};
+use std::path::{Path, PathBuf};
+use xrunlab_compare::{compare, compare_experiments, compare_probes, held_over_table, Options};
+use xrunlab_results::compare::CompareResult;
+use xrunlab_results::lab::{kind_of, parse_experiment, Experiment, SCHEMA as LAB_SCHEMA};
+use xrunlab_results::probe::{parse_wakeup, WakeupFile, KIND as WAKEUP_KIND};
 use xrunlab_results::read::read_typed;
 use xrunlab_results::run::{RunFile, SCHEMA};
 
@@ -23,62 +25,98 @@ fn read_side(files: &[PathBuf]) -> Result<Vec<(PathBuf, RunFile)>, Failure> {
         .collect()
 }
 
+/// Reads each file's text, or says why it cannot be read.
+fn read_text(p: &Path) -> Result<String, Failure> {
+    std::fs::read_to_string(p).map_err(|e| {
+        Failure::Usage(format!(
+            "{}: field (file): cannot read it: {e}",
+            p.display()
+        ))
+    })
+}
+
 /// Reads each file as a probe-wakeup result.
 fn read_probes(files: &[PathBuf]) -> Result<Vec<(PathBuf, WakeupFile)>, Failure> {
     files
         .iter()
         .map(|p| {
-            let text = std::fs::read_to_string(p).map_err(|e| {
-                Failure::Usage(format!(
-                    "{}: field (file): cannot read it: {e}",
-                    p.display()
-                ))
-            })?;
-            parse_wakeup(p, &text)
+            parse_wakeup(p, &read_text(p)?)
                 .map(|r| (p.clone(), r))
                 .map_err(|e| Failure::Usage(e.to_string()))
         })
         .collect()
 }
 
-/// Whether the files are probe results: decided by the first file's schema; a file of the
-/// other kind among them is refused, naming it and its schema.
-fn probes(files: &[&PathBuf]) -> Result<bool, Failure> {
+/// Reads each file as an experiment result of one of the kinds compare reads.
+fn read_experiments(files: &[PathBuf]) -> Result<Vec<(PathBuf, Experiment)>, Failure> {
+    files
+        .iter()
+        .map(|p| {
+            parse_experiment(p, &read_text(p)?)
+                .map(|r| (p.clone(), r))
+                .map_err(|e| Failure::Usage(e.to_string()))
+        })
+        .collect()
+}
+
+/// What the files are, as the first file says.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Files {
+    Runs,
+    Probes,
+    Experiments,
+}
+
+/// What the files are: decided by the first file's schema and kind; a run among experiment
+/// results or the other way round is refused, naming the file and its schema (a mix of
+/// experiment kinds is refused by the typed read, naming the kind).
+fn kind_of_files(files: &[&PathBuf]) -> Result<Files, Failure> {
     let schema_of = |p: &PathBuf| -> Option<String> {
         let text = std::fs::read_to_string(p).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
         v.get("schema")?.as_str().map(str::to_owned)
     };
     let Some(first) = files.first() else {
-        return Ok(false);
+        return Ok(Files::Runs);
     };
-    let probe = schema_of(first).as_deref() == Some(PROBE_SCHEMA);
+    let first_schema = schema_of(first).unwrap_or_default();
+    let lab = first_schema == LAB_SCHEMA;
     for p in files {
         let s = schema_of(p);
-        let kind_is_probe = s.as_deref() == Some(PROBE_SCHEMA);
-        let kind_is_run = s.as_deref() == Some(SCHEMA);
-        if (probe && kind_is_run) || (!probe && kind_is_probe) {
+        let is_lab = s.as_deref() == Some(LAB_SCHEMA);
+        let is_run = s.as_deref() == Some(SCHEMA);
+        if (lab && is_run) || (!lab && is_lab) {
             return Err(Failure::Usage(format!(
-                "{}: field schema: is {:?}, but {} is {:?}: compare takes run results or probe \
-                 wakeup results, not a mix",
+                "{}: field schema: is {:?}, but {} is {:?}: compare takes run results or \
+                 experiment results, not a mix",
                 p.display(),
                 s.unwrap_or_default(),
                 first.display(),
-                if probe { PROBE_SCHEMA } else { SCHEMA }
+                first_schema
             )));
         }
     }
-    Ok(probe)
+    if !lab {
+        return Ok(Files::Runs);
+    }
+    let kind = std::fs::read_to_string(first)
+        .ok()
+        .and_then(|t| kind_of(&t));
+    Ok(if kind.as_deref() == Some(WAKEUP_KIND) {
+        Files::Probes
+    } else {
+        Files::Experiments
+    })
 }
 
 /// The metrics worse by more than `pct` percent with the chosen confidence: the whole interval
-/// lies above `pct`, and the verdict holds over the whole table (Holm's correction, see
+/// lies beyond `pct` on the metric's worse side (an interval open above, of dropouts when A had
+/// none, by its lower end), and the verdict holds over the whole table (Holm's correction, see
 /// [`held_over_table`]), so a CI gate fails identical sides in at most 5 % of A/Bs.
 pub fn worse_beyond(result: &CompareResult, pct: f64) -> Vec<String> {
     held_over_table(result)
         .into_iter()
-        .filter(|m| m.verdict == Verdict::Worse)
-        .filter(|m| m.interval_pct.is_some_and(|[lo, _]| lo > pct))
+        .filter(|m| m.worse_by_more_than(pct))
         .map(|m| m.metric.clone())
         .collect()
 }
@@ -107,12 +145,19 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     );
     let options = Options { force: args.force };
     let all: Vec<&PathBuf> = args.files.iter().chain(&args.vs).collect();
-    let result = if probes(&all)? {
-        let (a, b) = (read_probes(&args.files)?, read_probes(&args.vs)?);
-        compare_probes(&a, &b, options, provenance)
-    } else {
-        let (a, b) = (read_side(&args.files)?, read_side(&args.vs)?);
-        compare(&a, &b, options, provenance)
+    let result = match kind_of_files(&all)? {
+        Files::Probes => {
+            let (a, b) = (read_probes(&args.files)?, read_probes(&args.vs)?);
+            compare_probes(&a, &b, options, provenance)
+        }
+        Files::Experiments => {
+            let (a, b) = (read_experiments(&args.files)?, read_experiments(&args.vs)?);
+            compare_experiments(&a, &b, options, provenance)
+        }
+        Files::Runs => {
+            let (a, b) = (read_side(&args.files)?, read_side(&args.vs)?);
+            compare(&a, &b, options, provenance)
+        }
     }?;
     finish(&result, args.json.as_deref(), args.fail_if_worse)
 }

@@ -51,19 +51,48 @@ pub fn render(r: &CompareResult) -> String {
             words.join(", ")
         );
     }
+    let any_higher = r.metrics.iter().any(|m| m.higher_is_better);
+    let label = |m: &xrunlab_results::compare::MetricComparison| {
+        format!(
+            "{} ({}){}",
+            m.metric,
+            m.unit,
+            if m.higher_is_better { " ↑" } else { "" }
+        )
+    };
+    // Wide enough for the longest row (a sweep's point names its settings).
+    let width = r
+        .metrics
+        .iter()
+        .map(|m| label(m).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(28);
     let _ = writeln!(
         s,
-        "\n{:<22} {:>10} {:>10} {:>9} {:>20}  {:<19} {:>7}",
-        "metric (lower is better)", "A", "B", "change", "95 % interval", "verdict", "chance"
+        "\n{:<w$} {:>10} {:>10} {:>9} {:>20}  {:<19} {:>7}",
+        if any_higher {
+            "metric (lower is better; ↑: higher is better)"
+        } else {
+            "metric (lower is better)"
+        },
+        "A",
+        "B",
+        "change",
+        "95 % interval",
+        "verdict",
+        "chance",
+        w = width
     );
     for m in &r.metrics {
         let change = m
             .change_pct
             .map_or_else(|| "-".to_owned(), |c| format!("{c:+.1} %"));
-        let interval = m.interval_pct.map_or_else(
-            || "-".to_owned(),
-            |[lo, hi]| format!("[{lo:+.1}, {hi:+.1}] %"),
-        );
+        let interval = match (m.interval_pct, m.change_at_least_pct) {
+            (Some([lo, hi]), _) => format!("[{lo:+.1}, {hi:+.1}] %"),
+            (None, Some(lo)) => format!("[{lo:+.1} %, no end)"),
+            (None, None) => "-".to_owned(),
+        };
         let verdict = match (m.verdict, m.method) {
             (_, Method::Descriptive) => "not tested",
             (Verdict::Better, _) => "better",
@@ -75,8 +104,8 @@ pub fn render(r: &CompareResult) -> String {
             .map_or_else(|| "-".to_owned(), |p| format!("{p:.3}"));
         let _ = writeln!(
             s,
-            "{:<28} {:>10} {:>10} {:>9} {:>20}  {:<19} {:>7}",
-            format!("{} ({})", m.metric, m.unit),
+            "{:<width$} {:>10} {:>10} {:>9} {:>20}  {:<19} {:>7}",
+            label(m),
             number(m.a_median),
             number(m.b_median),
             change,
@@ -100,7 +129,8 @@ pub fn render(r: &CompareResult) -> String {
             s,
             "dropouts per hour: B's pooled rate against A's, by the exact binomial test of the \
              dropout counts given each side's hours, with Clopper-Pearson's interval of the rate \
-             ratio (\"-\" when A had none: the interval has no upper end)."
+             ratio (when A had none, the change and the interval's upper end are unbounded: \
+             the interval is shown from its lower end)."
         );
     }
     let tested = r.metrics.iter().filter(|m| m.p_value.is_some()).count();

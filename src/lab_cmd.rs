@@ -84,8 +84,8 @@ fn execute<T: Experiment>(
         let mut provenance = provenance.clone();
         provenance.finish();
         let lab = LabResult {
-            schema: xrunlab_lab::common::SCHEMA,
-            kind: T::KIND,
+            schema: xrunlab_lab::common::SCHEMA.to_owned(),
+            kind: T::KIND.to_owned(),
             provenance,
             fingerprint: fingerprint.clone(),
             quick: out.quick,
@@ -99,7 +99,7 @@ fn execute<T: Experiment>(
         }
     };
     let result = experiment(&ctx, &mut save_partial)?;
-    let lab = LabResult::new(
+    let lab = xrunlab_lab::common::lab_result(
         provenance,
         fingerprint,
         out.quick,
@@ -115,10 +115,8 @@ fn execute<T: Experiment>(
     }
     let mut errors: Vec<String> = partial_error.into_iter().map(|e| e.to_string()).collect();
     if let Some(p) = &out.json {
-        let text = serde_json::to_string_pretty(&lab)
-            .map_err(|e| Failure::Runtime(format!("cannot serialize the result: {e}")))?;
         errors.extend(
-            files::write_atomically(p, (text + "\n").as_bytes())
+            xrunlab_results::write::write_json(p, &lab)
                 .err()
                 .map(|e| e.to_string()),
         );
@@ -254,9 +252,8 @@ fn probe_wakeup(a: &WakeupArgs) -> Result<(), Failure> {
         &[("--histogram-file", hist_file)],
         |ctx, _| wakeup::run(&params, ctx),
         |r| match hist_file {
-            Some(p) => {
-                files::write_atomically(p, r.histogram_text().as_bytes()).map_err(|e| e.to_string())
-            }
+            Some(p) => files::write_atomically(p, wakeup::histogram_text(r).as_bytes())
+                .map_err(|e| e.to_string()),
             None => Ok(()),
         },
     )

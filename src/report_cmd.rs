@@ -1,5 +1,6 @@
-//! `xrunlab report`: reads run, experiment and compare result files (a compare result typed,
-//! through xrunlab-results, with its distributions turned into CCDF points here) and writes one
+//! `xrunlab report`: reads run, experiment and compare result files (experiment and compare
+//! results typed, through xrunlab-results, a compare result's distributions turned into CCDF
+//! points here) and writes one
 //! self-contained HTML page that draws them, with the dashboard's chart module and the report's
 //! drawing code inlined (no network); runs on the main thread.
 
@@ -7,13 +8,18 @@ use crate::cli::report::ReportArgs;
 use crate::{files, Failure};
 use serde_json::Value;
 use xrunlab_results::compare::{CompareResult, SCHEMA as COMPARE_SCHEMA};
+use xrunlab_results::explain_cost::{parse_explain_cost, KIND as EXPLAIN_COST_KIND};
+use xrunlab_results::lab::{kind_of, parse_experiment, SCHEMA as LAB_SCHEMA};
+use xrunlab_results::probe::{parse_wakeup, KIND as WAKEUP_KIND};
 use xrunlab_results::read::parse_typed;
+use xrunlab_results::EncodedHistogram;
 
 /// The report page's own drawing code.
 const REPORT_JS: &str = include_str!("report/report.js");
 
 /// Result layouts the report draws.
-const SCHEMAS: &[&str] = &["xrunlab.run/2", "xrunlab.lab/1", COMPARE_SCHEMA];
+/// (`xrunlab.lab/1`, experiments from before they kept histograms, is drawn as written.)
+const SCHEMAS: &[&str] = &["xrunlab.run/2", "xrunlab.lab/1", LAB_SCHEMA, COMPARE_SCHEMA];
 
 /// Text that can sit inside a `<script>` element: `</script` (any case) cannot end it early.
 /// In JS and JSON, `<\/` means the same as `</` inside strings, and comments are unaffected.
@@ -44,6 +50,9 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
         let file = path.display().to_string();
         if schema == COMPARE_SCHEMA {
             entries.push(compare_entry(path, &text, file)?);
+        } else if schema == LAB_SCHEMA {
+            let ccdf = experiment_ccdf(path, &text)?;
+            entries.push(serde_json::json!({ "file": file, "result": value, "ccdf": ccdf }));
         } else {
             entries.push(serde_json::json!({ "file": file, "result": value }));
         }
@@ -58,6 +67,54 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
         a.out.display()
     );
     Ok(())
+}
+
+/// An experiment result read as its kind's type, so a field the page would misdraw is a usage
+/// error naming the file and field (the page then gets the file as written), and the CCDF
+/// points of every distribution it kept: per family (oversleep, load, ...), one series per
+/// point or thread.
+fn experiment_ccdf(path: &std::path::Path, text: &str) -> Result<Vec<Value>, Failure> {
+    let usage = |e: xrunlab_results::ReadError| Failure::Usage(e.to_string());
+    let kept: Vec<(&str, String, EncodedHistogram)> =
+        if kind_of(text).as_deref() == Some(WAKEUP_KIND) {
+            let w = parse_wakeup(path, text).map_err(usage)?;
+            w.result
+                .threads
+                .into_iter()
+                .map(|t| {
+                    (
+                        "wake-up latency",
+                        format!("thread {}", t.index),
+                        t.latency_us,
+                    )
+                })
+                .collect()
+        } else if kind_of(text).as_deref() == Some(EXPLAIN_COST_KIND) {
+            // Its figures are per run and per mode: no distribution kept to draw as a CCDF.
+            parse_explain_cost::<Value>(path, text).map_err(usage)?;
+            Vec::new()
+        } else {
+            let e = parse_experiment(path, text).map_err(usage)?;
+            e.kept()
+                .into_iter()
+                .map(|(family, series, h)| (family, series, h.clone()))
+                .collect()
+        };
+    let mut charts: Vec<(&str, String, Vec<Value>)> = Vec::new();
+    for (family, series, h) in &kept {
+        let points = h.ccdf().map_err(|e| {
+            Failure::Usage(format!("{}: {family} of {series}: {e}", path.display()))
+        })?;
+        let one = serde_json::json!({ "name": series, "points": points });
+        match charts.iter_mut().find(|c| c.0 == *family) {
+            Some(c) => c.2.push(one),
+            None => charts.push((family, h.unit.clone(), vec![one])),
+        }
+    }
+    Ok(charts
+        .into_iter()
+        .map(|(name, unit, series)| serde_json::json!({ "name": name, "unit": unit, "series": series }))
+        .collect())
 }
 
 /// A compare result read as its type (a field that does not fit is a usage error naming the

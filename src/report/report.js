@@ -1,7 +1,7 @@
 // The report page's drawing: reads the results embedded in the page, loads the dashboard's chart module (inlined as text) through a blob: URL, and draws each result's figures on canvases with small bar, line, CCDF and change-bar helpers (a compare result: both sides' distributions, each metric's change with its interval, the fingerprint diff); runs on the page's main thread once, at load.
 // @ts-check
 
-/** Results as `xrunlab report` embedded them: `{ file, result }`, and for a compare result `ccdf`: per distribution, `{ name, unit, a, b }` with each side's `[x, fraction of samples at x or above]` points. */
+/** Results as `xrunlab report` embedded them: `{ file, result }`, and for a compare result `ccdf`: per distribution, `{ name, unit, a, b }` with each side's `[x, fraction of samples at x or above]` points; for an experiment `ccdf`: per family of distributions, `{ name, unit, series: [{ name, points }] }`. */
 const entries = JSON.parse(document.getElementById('xrunlab-data')?.textContent ?? '[]');
 
 // The dashboard's charts.js, inlined as text: an inline module cannot import another by URL on
@@ -589,6 +589,18 @@ for (const entry of entries) {
   const draw = DRAW[kind];
   if (draw) draw(sec, result, entry);
   else sec.append(el('p', `no chart for kind ${kind}`, 'warn'));
+  if (kind !== 'compare') {
+    // An experiment's kept distributions: one chart per family, a line per point or thread.
+    for (const d of entry.ccdf ?? []) {
+      ccdfChart(
+        sec,
+        kind,
+        `${d.name}: fraction of samples at or above each value`,
+        d.series.map((/** @type {any} */ s, /** @type {number} */ i) => ({ name: s.name, color: PALETTE[i % PALETTE.length], points: s.points })),
+        d.unit === 'us' ? 'µs' : '% of the buffer',
+      );
+    }
+  }
   root?.append(sec);
 }
 document.body.dataset.drawn = String(document.querySelectorAll('canvas').length);

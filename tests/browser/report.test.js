@@ -78,6 +78,29 @@ test('the report draws every result kind from a file:// page without the network
         assert.ok(c.data > 20, `${kind} "${c.title}" draws data (${c.data} pixels)`);
       }
     }
+
+    // Each experiment's kept distributions (HdrHistograms): one CCDF per family, a line per
+    // point or thread of the file.
+    /** @type {Record<string, (r: any) => number>} */
+    const lines = {
+      'probe.wakeup': (r) => r.result.threads.length,
+      'probe.sleep': (r) => r.result.points.length,
+      'probe.placement': (r) => r.result.threads.length,
+      'sweep.threads': (r) => r.result.points.length,
+      'sweep.buffer': (r) => r.result.points.length,
+      capacity: (r) => r.result.points.filter((/** @type {any} */ p) => p.histograms).length,
+    };
+    const ccdfs = await page.$$eval('canvas[data-series]', (cs) =>
+      cs.map((c) => ({ kind: c.dataset.kind ?? '', series: Number(c.dataset.series) })),
+    );
+    Object.keys(RUNS).forEach((kind, i) => {
+      const count = lines[kind];
+      if (!count) return;
+      const expected = count(JSON.parse(readFileSync(files[i], 'utf8')));
+      const mine = ccdfs.filter((c) => c.kind === kind);
+      assert.ok(mine.length > 0, `${kind} draws its distributions: ${JSON.stringify(ccdfs)}`);
+      for (const c of mine) assert.equal(c.series, expected, `${kind}: a line per point or thread`);
+    });
   } finally {
     await close();
   }

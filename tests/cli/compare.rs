@@ -4,6 +4,7 @@
 
 use crate::{cpus_alone, run_ok, scratch, usage_error, xrunlab};
 use std::path::{Path, PathBuf};
+use xrunlab_engine::Scale;
 
 /// Runs `xrunlab run` for 1 s with `extra` flags and returns its JSON file.
 /// A 4 s run: one run a side is judged by a block bootstrap over 32-buffer blocks, and the
@@ -212,4 +213,228 @@ fn compare_reads_probe_wakeup_results_and_refuses_a_mix_with_a_run() {
         &["compare", s(&a), "--vs", s(&run)],
         &["run.json", "field schema", "not a mix"],
     );
+}
+
+/// Runs the quick `probe sleep` at 1 ms (10 points of 150 ms, about 150 wake-ups each) with
+/// `extra` flags and returns its JSON file.
+fn sleep_file(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    crate::sleep_probe(&path, extra);
+    path
+}
+
+/// Within a histogram bucket (3 significant digits) of an exact figure, in µs.
+fn near(hist_us: f64, exact_us: f64) -> bool {
+    (hist_us - exact_us).abs() <= exact_us.abs() * 0.002 + 0.002
+}
+
+#[test]
+fn compare_reads_experiment_results_typed_with_their_histograms_and_refuses_other_settings() {
+    use xrunlab_results::lab::{parse_experiment, Experiment};
+
+    let dir = scratch("compare-lab");
+    let (a, b) = {
+        let _cpus = crate::cpus_shared();
+        (
+            sleep_file(&dir, "a.json", &[]),
+            sleep_file(&dir, "b.json", &[]),
+        )
+    };
+    // The typed reader reads what the experiment wrote, and every point keeps its oversleep
+    // whole: the histogram's median and maximum are the exact figures, within a bucket.
+    let mut counts = Vec::new();
+    for p in [&a, &b] {
+        let text = std::fs::read_to_string(p).unwrap();
+        let Experiment::Sleep(r) = parse_experiment(p, &text).unwrap() else {
+            panic!("{} reads as a probe sleep result", p.display())
+        };
+        assert_eq!(r.kind, "probe.sleep");
+        assert_eq!(r.result.points.len(), 10, "5 calls x 2 slacks");
+        let mut file_counts = Vec::new();
+        for q in &r.result.points {
+            let h = q.oversleep_us.decode_as(Scale::Micros).unwrap();
+            assert!(h.len() >= 10, "a wake-up every ms for 150 ms: {}", h.len());
+            let us = |v: u64| v as f64 / 1000.0;
+            assert!(near(us(h.max()), q.oversleep_max_us), "{q:?}");
+            assert!(
+                near(us(h.value_at_quantile(0.5)), q.oversleep_p50_us),
+                "{} vs {}",
+                us(h.value_at_quantile(0.5)),
+                q.oversleep_p50_us
+            );
+            file_counts.push(h.len());
+        }
+        counts.push(file_counts);
+    }
+
+    let out_json = dir.join("cmp.json");
+    let out = run_ok(&["compare", s(&a), "--vs", s(&b), "--json", s(&out_json)]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("1000 us clock_nanosleep_abs slack 1 ns other-nice0 oversleep p99 (us)"),
+        "{stdout}"
+    );
+    let r: xrunlab_results::compare::CompareResult =
+        xrunlab_results::read::read_typed(&out_json, xrunlab_results::compare::SCHEMA).unwrap();
+    assert_eq!(r.metrics.len(), 10 * 4, "p50, p99, max and CPU per point");
+    assert!(r.metrics.iter().all(|m| !m.higher_is_better));
+    // The points' distributions reach the compare result with the counts each side wrote.
+    assert_eq!(r.distributions.len(), 10);
+    for (i, d) in r.distributions.iter().enumerate() {
+        assert!(d.name.ends_with("oversleep"), "{}", d.name);
+        assert_eq!(d.a.decode().unwrap().len(), counts[0][i], "{}", d.name);
+        assert_eq!(d.b.decode().unwrap().len(), counts[1][i], "{}", d.name);
+    }
+
+    // Other settings, another experiment: refused, naming what differs.
+    let other = {
+        let _cpus = crate::cpus_shared();
+        sleep_file(&dir, "other.json", &["--intervals", "10ms"])
+    };
+    usage_error(
+        &["compare", s(&a), "--vs", s(&other)],
+        &["different workloads", "intervals", "--force"],
+    );
+    let placement = dir.join("placement.json");
+    run_ok(&[
+        "probe",
+        "placement",
+        "--quiet",
+        "--threads",
+        "2",
+        "--work",
+        "1000000",
+        "--json",
+        s(&placement),
+    ]);
+    usage_error(
+        &["compare", s(&a), "--vs", s(&placement)],
+        &["experiment: probe.sleep vs probe.placement"],
+    );
+
+    // Bad files: each exit 2, naming the file and the field.
+    let text = std::fs::read_to_string(&a).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let bad = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = value.clone();
+        edit(&mut v);
+        let path = dir.join(name);
+        std::fs::write(&path, v.to_string()).unwrap();
+        path
+    };
+    let truncated = dir.join("truncated.json");
+    std::fs::write(&truncated, &text[..text.len() / 2]).unwrap();
+    usage_error(
+        &["compare", s(&a), "--vs", s(&truncated)],
+        &["truncated.json", "(file)", "ends early"],
+    );
+    let schema = bad("schema.json", &|v| v["schema"] = "xrunlab.lab/1".into());
+    usage_error(
+        &["compare", s(&a), "--vs", s(&schema)],
+        &["schema.json", "field schema", "xrunlab.lab/2"],
+    );
+    let units = bad("units.json", &|v| {
+        v["result"]["points"][0]["oversleep_us"]["unit"] = "percent".into()
+    });
+    usage_error(
+        &["compare", s(&a), "--vs", s(&units)],
+        &["units.json", "result.points[0].oversleep_us", "expected us"],
+    );
+    let missing = bad("missing.json", &|v| {
+        v["result"]["points"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("oversleep_us");
+    });
+    usage_error(
+        &["compare", s(&a), "--vs", s(&missing)],
+        &["missing.json", "result.points[1]", "oversleep_us"],
+    );
+    let kind = bad("kind.json", &|v| v["kind"] = "probe.unknown".into());
+    usage_error(
+        &["compare", s(&a), "--vs", s(&kind)],
+        &["kind.json", "field kind", "probe.unknown"],
+    );
+}
+
+/// Runs the smallest capacity search that still finds a count, 200 ms a trial, with `extra`
+/// flags; a few seconds.
+fn capacity_file(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let path = dir.join(name);
+    crate::small_capacity(&path, "200ms", &[&["--quiet"][..], extra].concat());
+    path
+}
+
+#[test]
+fn compare_judges_capacity_higher_is_better_with_the_repeats_histograms() {
+    use xrunlab_results::lab::{parse_experiment, Experiment};
+
+    let dir = scratch("compare-capacity");
+    let (a, b) = {
+        let _cpus = cpus_alone();
+        (
+            capacity_file(&dir, "a.json", &[]),
+            capacity_file(&dir, "b.json", &["--kernel-slowdown", "3"]),
+        )
+    };
+    for p in [&a, &b] {
+        let text = std::fs::read_to_string(p).unwrap();
+        let Experiment::Capacity(r) = parse_experiment(p, &text).unwrap() else {
+            panic!("{} reads as a capacity result", p.display())
+        };
+        let point = &r.result.points[0];
+        let h = point
+            .histograms
+            .as_ref()
+            .expect("a confirmed count keeps its buffers");
+        let load = h.load_pct.decode_as(Scale::Percent).unwrap();
+        let judged: u64 = point.repeats.iter().map(|t| t.buffers).sum();
+        assert_eq!(load.len(), judged, "every judged buffer of the repeats");
+        let max = point
+            .repeats
+            .iter()
+            .map(|t| t.max_load_pct)
+            .fold(0.0, f64::max);
+        assert!(
+            near(load.max() as f64 / 1000.0, max),
+            "{} vs {max}",
+            load.max()
+        );
+    }
+    // The slowed kernel is another setting: refused without --force, naming it.
+    usage_error(
+        &["compare", s(&a), "--vs", s(&b)],
+        &["kernel_slowdown", "--force"],
+    );
+    let out_json = dir.join("cmp.json");
+    let out = xrunlab()
+        .args(["compare", s(&a), "--vs", s(&b), "--force"])
+        .args(["--json", s(&out_json)])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("↑: higher is better"), "{stdout}");
+    let r: xrunlab_results::compare::CompareResult =
+        xrunlab_results::read::read_typed(&out_json, xrunlab_results::compare::SCHEMA).unwrap();
+    let cap = r
+        .metrics
+        .iter()
+        .find(|m| m.metric == "standard 2048 frames capacity")
+        .unwrap_or_else(|| panic!("a capacity row: {stdout}"));
+    assert!(cap.higher_is_better);
+    assert!(
+        cap.b_median < cap.a_median,
+        "a kernel 3x as costly carries fewer sines: {cap:?}"
+    );
+    let load = r
+        .metrics
+        .iter()
+        .find(|m| m.metric == "standard 2048 frames at capacity load p50")
+        .unwrap_or_else(|| panic!("the repeats' load: {stdout}"));
+    assert!(!load.higher_is_better);
+    assert!(r
+        .distributions
+        .iter()
+        .any(|d| d.name == "standard 2048 frames at capacity load"));
 }

@@ -3,6 +3,8 @@
 use crate::child::{spawn, stop_ok};
 use crate::{cpus_alone, cpus_shared, json, run_ok, scratch, usage_error};
 use std::time::Duration;
+use xrunlab_engine::Scale;
+use xrunlab_results::lab::{parse_experiment, Experiment};
 
 /// `command FLAG VALUE` is a usage error naming the flag and what is allowed, for each
 /// (flag, value, allowed).
@@ -10,6 +12,12 @@ fn bad_values(command: &[&str], cases: &[(&str, &str, &str)]) {
     for &(flag, value, allowed) in cases {
         usage_error(&[command, &[flag, value]].concat(), &[flag, allowed]);
     }
+}
+
+/// An experiment's file read back as its type.
+fn experiment(path: &std::path::Path) -> Experiment {
+    let text = std::fs::read_to_string(path).unwrap();
+    parse_experiment(path, &text).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -38,7 +46,7 @@ fn wakeup_probe_counts_every_loop_and_writes_cyclictests_histogram_layout() {
         c.to_str().unwrap(),
     ]);
     let r = json(&j);
-    assert_eq!(r["schema"], "xrunlab.lab/1");
+    assert_eq!(r["schema"], "xrunlab.lab/2");
     assert_eq!(r["kind"], "probe.wakeup");
     assert_eq!(r["incomplete"], false);
     assert!(r["provenance"]["kernel"].is_string());
@@ -165,18 +173,7 @@ fn sleep_probe_finds_busy_polling_costlier_than_clock_nanosleep_and_names_a_verd
     let _cpus = cpus_shared();
     let dir = scratch("lab-sleep");
     let (j, c) = (dir.join("s.json"), dir.join("s.csv"));
-    run_ok(&[
-        "probe",
-        "sleep",
-        "--quick",
-        "--quiet",
-        "--intervals",
-        "1ms",
-        "--json",
-        j.to_str().unwrap(),
-        "--csv",
-        c.to_str().unwrap(),
-    ]);
+    crate::sleep_probe(&j, &["--csv", c.to_str().unwrap()]);
     let r = json(&j);
     assert_eq!(r["kind"], "probe.sleep");
     assert!(r["fingerprint"]["kernel_release"].is_string(), "{r}");
@@ -258,6 +255,17 @@ fn placement_probe_flags_a_thread_stalled_on_purpose_as_a_straggler() {
         );
         assert!(t["completion_ms"].as_f64().unwrap() > 0.0);
     }
+    // Read back typed: every buffer of each thread's work is in its histogram.
+    let Experiment::Placement(typed) = experiment(&j) else {
+        panic!("a placement result")
+    };
+    let buffers = typed.result.params["work_partial_samples"]
+        .as_u64()
+        .unwrap()
+        / (64 * 128);
+    for t in &typed.result.threads {
+        assert_eq!(t.buffer_us.decode_as(Scale::Micros).unwrap().len(), buffers);
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("straggler: thread 2 finished") && text.contains("having run on CPUs"),
@@ -300,6 +308,13 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
     );
     for p in points {
         assert!(p["throughput"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let Experiment::Threads(typed) = experiment(&j) else {
+        panic!("a thread sweep result")
+    };
+    for p in &typed.result.points {
+        let steps = p.step_us.decode_as(Scale::Micros).unwrap();
+        assert!(!steps.is_empty(), "every point keeps its steps: {p:?}");
     }
     assert_eq!(res["knees"].as_array().unwrap().len(), 4);
     let energy = res["energy"].as_str().unwrap();
@@ -377,6 +392,19 @@ fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread
             driver["voluntary_per_s"].as_f64().unwrap() > got * 0.5,
             "the driver sleeps between buffers: {driver}"
         );
+    }
+    // Read back typed: each point's load and driver wake-ups, one per measured buffer.
+    let Experiment::Buffer(typed) = experiment(&j) else {
+        panic!("a buffer sweep result")
+    };
+    for p in &typed.result.points {
+        let h = &p.histograms;
+        assert_eq!(
+            h.load_pct.decode_as(Scale::Percent).unwrap().len(),
+            p.buffers
+        );
+        let wakes = h.driver_wake_latency_us.decode_as(Scale::Micros).unwrap();
+        assert_eq!(wakes.len(), p.buffers, "{p:?}");
     }
     // A wake-up's cost grows with the frames it renders: 64x the frames at the same sines.
     let per_buffer = |p: &serde_json::Value| p["cpu_us_per_buffer"].as_f64().unwrap();
@@ -492,24 +520,7 @@ fn capacity_finds_a_dropout_free_count_below_the_chord_maximum_and_confirms_it()
 fn slowed_capacity(dir: &std::path::Path, k: u32, round: usize) -> (u64, bool, serde_json::Value) {
     let j = dir.join(format!("k{k}-{round}.json"));
     let k_arg = k.to_string();
-    let out = run_ok(&[
-        "capacity",
-        "--quick",
-        "--buffers",
-        "2048",
-        "--seconds",
-        "500ms",
-        "--repeats",
-        "1",
-        "--burst-load",
-        "0",
-        "--latency-sines",
-        "1",
-        "--kernel-slowdown",
-        &k_arg,
-        "--json",
-        j.to_str().unwrap(),
-    ]);
+    let out = crate::small_capacity(&j, "500ms", &["--kernel-slowdown", &k_arg]);
     let r = json(&j);
     assert_eq!(r["result"]["params"]["kernel_slowdown"], k, "recorded");
     let said = r["warnings"]

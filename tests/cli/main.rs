@@ -100,6 +100,44 @@ pub fn usage_error(args: &[&str], expect: &[&str]) {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// Runs the quick `probe sleep` at one interval (1 ms: every call, both slacks) with `extra`
+/// flags, writing its result to `json`.
+pub fn sleep_probe(json: &std::path::Path, extra: &[&str]) {
+    let args = [
+        &["probe", "sleep", "--quick", "--quiet", "--intervals", "1ms"][..],
+        extra,
+        &["--json", json.to_str().unwrap()],
+    ]
+    .concat();
+    run_ok(&args);
+}
+
+/// Runs the smallest capacity search that still finds a count (2048 frames, one repeat, no
+/// burst, a LatencyMark of one sine) with `seconds` per trial and `extra` flags, writing its
+/// result to `json`.
+pub fn small_capacity(json: &std::path::Path, seconds: &str, extra: &[&str]) -> Output {
+    let args = [
+        &[
+            "capacity",
+            "--quick",
+            "--buffers",
+            "2048",
+            "--seconds",
+            seconds,
+            "--repeats",
+            "1",
+            "--burst-load",
+            "0",
+            "--latency-sines",
+            "1",
+        ][..],
+        extra,
+        &["--json", json.to_str().unwrap()],
+    ]
+    .concat();
+    run_ok(&args)
+}
+
 /// A JSON file the binary wrote.
 pub fn json(path: &std::path::Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)

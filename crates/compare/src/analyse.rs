@@ -2,20 +2,22 @@
 //! other units, naming file and field), refuses different workloads unless forced, and
 //! compares each metric with the method the number of runs allows. Main thread.
 
-use crate::diff::{fingerprint_diff, workload_diff};
+use crate::diff::{fingerprint_diff_of, workload_diff};
+use crate::judge::{judge, judge_rate, Figures};
 use crate::stats;
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use xrunlab_engine::{Scale, Summary};
 use xrunlab_results::compare::{
-    CompareResult, FingerprintChange, MachineMetric, MachineRow, Method, MetricComparison,
+    CompareResult, FingerprintChange, MachineMetric, MachineRow, MetricComparison,
     SideDistribution, Verdict, SCHEMA,
 };
+use xrunlab_results::histogram::merged as merged_histograms;
 use xrunlab_results::run::RunFile;
-use xrunlab_results::{EncodedHistogram, Provenance, ReadError};
+use xrunlab_results::{EncodedHistogram, Fingerprint, Provenance, ReadError};
 
 /// The same files always give the same figures.
 pub(crate) const SEED: u64 = 0x5eed_a0b0;
@@ -102,14 +104,6 @@ enum Source {
 
 /// A run's count of events and its exposure in hours.
 type Events = fn(&Summary) -> (u64, f64);
-
-/// A rate metric's change, interval, chance and verdict.
-struct RateFinding {
-    change_pct: Option<f64>,
-    interval_pct: Option<[f64; 2]>,
-    p_value: f64,
-    verdict: Verdict,
-}
 
 struct Metric {
     name: &'static str,
@@ -245,33 +239,11 @@ fn dropouts_and_hours(s: &Summary) -> (u64, f64) {
     (s.dropouts, s.audio_seconds / 3600.0)
 }
 
-/// A rate metric compared by [`stats::rate_comparison`] over each side's pooled events and
-/// hours: the change of the pooled rates, its exact interval, and the verdict (given even when
-/// A had no events and the interval is unbounded above, so not written).
-fn rate_metric(ra: &[&RunFile], rb: &[&RunFile], events: Events) -> Option<RateFinding> {
-    let pool = |side: &[&RunFile]| {
-        side.iter()
-            .map(|r| events(&r.summary))
-            .fold((0, 0.0), |(n, h), (dn, dh)| (n + dn, h + dh))
-    };
-    let ((na, ha), (nb, hb)) = (pool(ra), pool(rb));
-    let r = stats::rate_comparison(na, ha, nb, hb)?;
-    let pct = |ratio: f64| (ratio - 1.0) * 100.0;
-    let [lo, hi] = r.ratio_interval;
-    let interval = hi.is_finite().then(|| [pct(lo), pct(hi)]);
-    let verdict = if r.p_value >= 1.0 - stats::CONFIDENCE {
-        Verdict::NoDifference
-    } else if lo > 1.0 {
-        Verdict::Worse
-    } else {
-        Verdict::Better
-    };
-    Some(RateFinding {
-        change_pct: r.ratio.map(pct),
-        interval_pct: interval,
-        p_value: r.p_value,
-        verdict,
-    })
+/// Each side's runs' events and hours pooled.
+fn pooled(side: &[&RunFile], events: Events) -> (u64, f64) {
+    side.iter()
+        .map(|r| events(&r.summary))
+        .fold((0, 0.0), |(n, h), (dn, dh)| (n + dn, h + dh))
 }
 
 fn merged(side: &[Decoded], pick: Source) -> Histogram<u64> {
@@ -284,14 +256,11 @@ fn merged(side: &[Decoded], pick: Source) -> Histogram<u64> {
 }
 
 /// The sum of one side's histograms (at least one). They all have the engine's bounds for
-/// their scale, so adding never fails.
+/// their scale (checked when decoded), so adding never fails.
 pub(crate) fn sum<'a>(hs: impl IntoIterator<Item = &'a Histogram<u64>>) -> Histogram<u64> {
-    let mut it = hs.into_iter();
-    let mut out = it.next().expect("a side has a run").clone();
-    for h in it {
-        out.add(h).expect("histograms of one scale add");
-    }
-    out
+    merged_histograms(hs)
+        .expect("histograms of one scale add")
+        .expect("a side has a run")
 }
 
 /// Compares side B against side A.
@@ -301,12 +270,7 @@ pub fn compare(
     options: Options,
     provenance: Provenance,
 ) -> Result<CompareResult, CompareError> {
-    if a.is_empty() {
-        return Err(CompareError::EmptySide("A"));
-    }
-    if b.is_empty() {
-        return Err(CompareError::EmptySide("B"));
-    }
+    check_sides(a.len(), b.len())?;
     let decode_side = |side: &Side| -> Result<Vec<Decoded>, CompareError> {
         side.iter()
             .map(|(p, r)| decode(p, r).map_err(CompareError::Read))
@@ -341,56 +305,30 @@ pub fn compare(
         }
         let va: Vec<f64> = ra.iter().map(|r| (m.value)(&r.summary)).collect();
         let vb: Vec<f64> = rb.iter().map(|r| (m.value)(&r.summary)).collect();
-        let (a_median, b_median) = (stats::median(&va), stats::median(&vb));
-        if let Some(found) = m.events.and_then(|e| rate_metric(&ra, &rb, e)) {
-            out.push(MetricComparison {
-                metric: m.name.to_owned(),
-                unit: m.unit.to_owned(),
-                a: va,
-                b: vb,
-                a_median,
-                b_median,
-                change_pct: found.change_pct,
-                interval_pct: found.interval_pct,
-                verdict: found.verdict,
-                p_value: Some(found.p_value),
-                method: Method::ExactRateTest,
-            });
+        if let Some(found) = m.events.and_then(|e| {
+            judge_rate(
+                m.name,
+                m.unit,
+                (va.clone(), vb.clone()),
+                pooled(&ra, e),
+                pooled(&rb, e),
+            )
+        }) {
+            out.push(found);
             continue;
         }
-        let (method, interval, p) = if repeats {
-            let p = stats::permutation_p(&va, &vb, &mut rng);
-            let i = stats::runs_change_interval(&va, &vb, &mut rng);
-            (Method::PermutationOverRuns, i, i.map(|_| p))
-        } else if let Some((source, q)) = m.quantile {
-            let c =
-                stats::histogram_change(&merged(&da, source), &merged(&db, source), q, &mut rng);
-            (
-                Method::BlockBootstrapOneRun,
-                c.map(|c| c.interval_pct),
-                c.map(|c| c.p_value),
-            )
-        } else {
-            (Method::Descriptive, None, None)
-        };
-        let verdict = match interval.zip(p).and_then(|(i, p)| stats::verdict_of(i, p)) {
-            Some(true) => Verdict::Worse,
-            Some(false) => Verdict::Better,
-            None => Verdict::NoDifference,
-        };
-        out.push(MetricComparison {
-            metric: m.name.to_owned(),
+        let hists = m
+            .quantile
+            .map(|(source, q)| (merged(&da, source), merged(&db, source), q));
+        let f = Figures {
+            name: m.name.to_owned(),
             unit: m.unit.to_owned(),
+            higher_is_better: false,
             a: va,
             b: vb,
-            a_median,
-            b_median,
-            change_pct: stats::change_pct(a_median, b_median),
-            interval_pct: interval,
-            verdict,
-            p_value: p,
-            method,
-        });
+            quantile: hists.as_ref().map(|(ha, hb, q)| (ha, hb, *q)),
+        };
+        out.push(judge(f, repeats, &mut rng));
     }
     let distributions = [
         ("load", Source::Load, Scale::Percent),
@@ -405,34 +343,105 @@ pub fn compare(
         b: EncodedHistogram::of(&merged(&db, source), scale),
     })
     .collect();
-    let files = |side: &Side| side.iter().map(|(p, _)| p.display().to_string()).collect();
-    Ok(CompareResult {
+    let machines = |side: &Side| -> Vec<(PathBuf, Fingerprint)> {
+        side.iter()
+            .map(|(p, r)| (p.clone(), r.fingerprint.clone()))
+            .collect()
+    };
+    let found = Found {
+        workload,
+        notes,
+        metrics: out,
+        distributions,
+    };
+    Ok(result_of(provenance, &machines(a), &machines(b), found))
+}
+
+/// The sum of histograms each decoded from its field of `path` in `scale`'s units; what does
+/// not decode or add is named by its field, none at all by "no histogram".
+pub(crate) fn decoded_sum<'a>(
+    path: &Path,
+    fields: impl IntoIterator<Item = (String, &'a EncodedHistogram)>,
+    scale: Scale,
+) -> Result<Histogram<u64>, ReadError> {
+    let mut out: Option<Histogram<u64>> = None;
+    for (field, e) in fields {
+        let h = e
+            .decode_as(scale)
+            .map_err(|problem| ReadError::new(path, &field, problem))?;
+        match out.as_mut() {
+            None => out = Some(h),
+            Some(o) => o
+                .add(&h)
+                .map_err(|e| ReadError::new(path, &field, format!("{e:?}")))?,
+        }
+    }
+    out.ok_or_else(|| ReadError::new(path, "(file)", "no histogram"))
+}
+
+/// Refuses a side without files.
+pub(crate) fn check_sides(a: usize, b: usize) -> Result<(), CompareError> {
+    if a == 0 {
+        return Err(CompareError::EmptySide("A"));
+    }
+    if b == 0 {
+        return Err(CompareError::EmptySide("B"));
+    }
+    Ok(())
+}
+
+/// What a comparison found, whatever kind of result it compared.
+pub(crate) struct Found {
+    /// Workload settings that differ.
+    pub workload: Vec<FingerprintChange>,
+    /// Notes on the evidence.
+    pub notes: Vec<String>,
+    /// The metrics.
+    pub metrics: Vec<MetricComparison>,
+    /// The distributions to overlay.
+    pub distributions: Vec<SideDistribution>,
+}
+
+/// The compare result of `found` between sides A and B, given each side's files and the
+/// machines they ran on.
+pub(crate) fn result_of(
+    provenance: Provenance,
+    a: &[(PathBuf, Fingerprint)],
+    b: &[(PathBuf, Fingerprint)],
+    found: Found,
+) -> CompareResult {
+    let (ma, mb) = (machines_of(a), machines_of(b));
+    let (pa, pb) = (fingerprints_of(&ma), fingerprints_of(&mb));
+    let files = |side: &[(PathBuf, Fingerprint)]| {
+        side.iter().map(|(p, _)| p.display().to_string()).collect()
+    };
+    CompareResult {
         schema: SCHEMA.to_owned(),
         provenance,
         a_files: files(a),
         b_files: files(b),
-        fingerprint_diff: fingerprint_diff(&ra, &rb),
-        workload_diff: workload,
+        fingerprint_diff: fingerprint_diff_of(&pa, &pb),
+        workload_diff: found.workload,
         confidence: stats::CONFIDENCE,
-        notes,
-        machines: {
-            let ma: Vec<Machine> = a
-                .iter()
-                .map(|(p, r)| (p.as_path(), &r.fingerprint))
-                .collect();
-            let mb: Vec<Machine> = b
-                .iter()
-                .map(|(p, r)| (p.as_path(), &r.fingerprint))
-                .collect();
-            machine_rows_of(&ma, &mb, &out)
-        },
-        metrics: out,
-        distributions,
-    })
+        notes: found.notes,
+        machines: machine_rows_of(&ma, &mb, &found.metrics),
+        metrics: found.metrics,
+        distributions: found.distributions,
+    }
+}
+
+/// Each file's path and machine, borrowed.
+fn machines_of(side: &[(PathBuf, Fingerprint)]) -> Vec<Machine<'_>> {
+    side.iter().map(|(p, f)| (p.as_path(), f)).collect()
+}
+
+/// The machines alone.
+fn fingerprints_of<'a>(side: &[Machine<'a>]) -> Vec<&'a Fingerprint> {
+    side.iter().map(|m| m.1).collect()
 }
 
 /// One file's path and machine.
-pub(crate) type Machine<'a> = (&'a std::path::Path, &'a xrunlab_results::Fingerprint);
+pub(crate) type Machine<'a> = (&'a Path, &'a Fingerprint);
 
 /// A row per distinct machine fingerprint (steal left out: it varies by run).
 pub(crate) fn machine_rows_of(

@@ -86,8 +86,17 @@ pub fn workload_of(r: &RunFile) -> serde_json::Map<String, serde_json::Value> {
 /// Workload settings that differ between (or within) the sides: every file on both sides
 /// must share them for the figures to be comparable.
 pub fn workload_diff(a: &[&RunFile], b: &[&RunFile]) -> Vec<FingerprintChange> {
-    let all: Vec<_> = a.iter().chain(b).map(|r| workload_of(r)).collect();
-    let (wa, wb) = all.split_at(a.len());
+    let wa: Vec<_> = a.iter().map(|r| workload_of(r)).collect();
+    let wb: Vec<_> = b.iter().map(|r| workload_of(r)).collect();
+    workload_diff_of(&wa, &wb)
+}
+
+/// [`workload_diff`] over each file's settings as a map (any kind of result).
+pub fn workload_diff_of(
+    wa: &[serde_json::Map<String, serde_json::Value>],
+    wb: &[serde_json::Map<String, serde_json::Value>],
+) -> Vec<FingerprintChange> {
+    let all: Vec<_> = wa.iter().chain(wb).collect();
     let mut out = diff_fields(wa, wb);
     // Within one side too: a side mixing buffer sizes is no one setting.
     for key in all
@@ -99,7 +108,13 @@ pub fn workload_diff(a: &[&RunFile], b: &[&RunFile]) -> Vec<FingerprintChange> {
             continue;
         }
         let side_values = |side: &[serde_json::Map<String, serde_json::Value>]| {
-            let mut v: Vec<String> = side.iter().map(|m| m[&key].to_string()).collect();
+            let mut v: Vec<String> = side
+                .iter()
+                .map(|m| {
+                    m.get(&key)
+                        .map_or_else(|| "none".to_owned(), |v| v.to_string())
+                })
+                .collect();
             v.sort();
             v.dedup();
             v

@@ -3,17 +3,17 @@
 //! statistics as run results (runs of the probe as repeats, or one each by block bootstrap).
 //! Main thread.
 
-use crate::analyse::{machine_rows_of, sum, CompareError, Machine, Options, SEED};
-use crate::diff::{diff_fields, fingerprint_diff_of};
-use crate::stats;
+use crate::analyse::{
+    check_sides, decoded_sum, result_of, sum, CompareError, Found, Options, SEED,
+};
+use crate::diff::diff_fields;
+use crate::judge::{judge, value_at, Figures};
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use std::path::PathBuf;
 use xrunlab_engine::Scale;
-use xrunlab_results::compare::{
-    CompareResult, Method, MetricComparison, SideDistribution, Verdict, SCHEMA,
-};
+use xrunlab_results::compare::{CompareResult, SideDistribution};
 use xrunlab_results::probe::WakeupFile;
 use xrunlab_results::{EncodedHistogram, Fingerprint, Provenance, ReadError};
 
@@ -34,23 +34,14 @@ const WORKLOAD: &[&str] = &[
 
 /// Every thread of one probe merged.
 fn merged_threads(path: &std::path::Path, f: &WakeupFile) -> Result<Histogram<u64>, ReadError> {
-    let mut out: Option<Histogram<u64>> = None;
-    for (i, t) in f.result.threads.iter().enumerate() {
-        let h = t.latency_us.decode_as(Scale::Micros).map_err(|problem| {
-            ReadError::new(path, &format!("result.threads[{i}].latency_us"), problem)
-        })?;
-        match out.as_mut() {
-            None => out = Some(h),
-            Some(o) => o.add(&h).map_err(|e| {
-                ReadError::new(
-                    path,
-                    &format!("result.threads[{i}].latency_us"),
-                    format!("{e:?}"),
-                )
-            })?,
-        }
-    }
-    out.filter(|h| !h.is_empty())
+    let threads = f.result.threads.iter().enumerate();
+    let h = decoded_sum(
+        path,
+        threads.map(|(i, t)| (format!("result.threads[{i}].latency_us"), &t.latency_us)),
+        Scale::Micros,
+    )?;
+    Some(h)
+        .filter(|h| !h.is_empty())
         .ok_or_else(|| ReadError::new(path, "result.threads", "no thread recorded a wake-up"))
 }
 
@@ -61,12 +52,7 @@ pub fn compare_probes(
     options: Options,
     provenance: Provenance,
 ) -> Result<CompareResult, CompareError> {
-    if a.is_empty() {
-        return Err(CompareError::EmptySide("A"));
-    }
-    if b.is_empty() {
-        return Err(CompareError::EmptySide("B"));
-    }
+    check_sides(a.len(), b.len())?;
     let decode = |side: &ProbeSide| -> Result<Vec<Histogram<u64>>, CompareError> {
         side.iter()
             .map(|(p, f)| merged_threads(p, f).map_err(CompareError::Read))
@@ -116,77 +102,30 @@ pub fn compare_probes(
         ("wake-up p99.9", Some(0.999)),
         ("wake-up max", None),
     ] {
-        let value = |h: &Histogram<u64>| {
-            let units = match q {
-                Some(q) => h.value_at_quantile(q),
-                None => h.max(),
-            };
-            units as f64 / Scale::Micros.units_per_value()
-        };
-        let va: Vec<f64> = ha.iter().map(value).collect();
-        let vb: Vec<f64> = hb.iter().map(value).collect();
-        let (a_median, b_median) = (stats::median(&va), stats::median(&vb));
-        let (method, interval, p) = match q {
-            _ if repeats => {
-                let p = stats::permutation_p(&va, &vb, &mut rng);
-                let i = stats::runs_change_interval(&va, &vb, &mut rng);
-                (Method::PermutationOverRuns, i, i.map(|_| p))
-            }
-            Some(q) => {
-                let c = stats::histogram_change(&ma, &mb, q, &mut rng);
-                (
-                    Method::BlockBootstrapOneRun,
-                    c.map(|c| c.interval_pct),
-                    c.map(|c| c.p_value),
-                )
-            }
-            None => (Method::Descriptive, None, None),
-        };
-        let verdict = match interval.zip(p).and_then(|(i, p)| stats::verdict_of(i, p)) {
-            Some(true) => Verdict::Worse,
-            Some(false) => Verdict::Better,
-            None => Verdict::NoDifference,
-        };
-        metrics.push(MetricComparison {
-            metric: name.to_owned(),
+        let f = Figures {
+            name: name.to_owned(),
             unit: "us".to_owned(),
-            a: va,
-            b: vb,
-            a_median,
-            b_median,
-            change_pct: stats::change_pct(a_median, b_median),
-            interval_pct: interval,
-            verdict,
-            p_value: p,
-            method,
-        });
+            higher_is_better: false,
+            a: ha.iter().map(|h| value_at(h, q, Scale::Micros)).collect(),
+            b: hb.iter().map(|h| value_at(h, q, Scale::Micros)).collect(),
+            quantile: q.map(|q| (&ma, &mb, q)),
+        };
+        metrics.push(judge(f, repeats, &mut rng));
     }
-    let fa: Vec<Machine> = a
-        .iter()
-        .map(|(p, f)| (p.as_path(), &f.result.fingerprint))
-        .collect();
-    let fb: Vec<Machine> = b
-        .iter()
-        .map(|(p, f)| (p.as_path(), &f.result.fingerprint))
-        .collect();
-    let pa: Vec<&Fingerprint> = fa.iter().map(|m| m.1).collect();
-    let pb: Vec<&Fingerprint> = fb.iter().map(|m| m.1).collect();
-    let files = |side: &ProbeSide| side.iter().map(|(p, _)| p.display().to_string()).collect();
-    Ok(CompareResult {
-        schema: SCHEMA.to_owned(),
-        provenance,
-        a_files: files(a),
-        b_files: files(b),
-        fingerprint_diff: fingerprint_diff_of(&pa, &pb),
-        workload_diff: workload,
-        confidence: stats::CONFIDENCE,
+    let machines = |side: &ProbeSide| -> Vec<(PathBuf, Fingerprint)> {
+        side.iter()
+            .map(|(p, f)| (p.clone(), f.result.fingerprint.clone()))
+            .collect()
+    };
+    let found = Found {
+        workload,
         notes,
-        machines: machine_rows_of(&fa, &fb, &metrics),
         metrics,
         distributions: vec![SideDistribution {
             name: "wake-up latency".to_owned(),
             a: EncodedHistogram::of(&ma, Scale::Micros),
             b: EncodedHistogram::of(&mb, Scale::Micros),
         }],
-    })
+    };
+    Ok(result_of(provenance, &machines(a), &machines(b), found))
 }

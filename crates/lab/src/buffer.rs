@@ -5,7 +5,8 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use xrunlab_engine::device::sim::SimDevice;
-use xrunlab_engine::{Engine, EngineConfig, ThreadRole};
+use xrunlab_engine::{BufferReport, Engine, EngineConfig, RunStats, ThreadRole};
+use xrunlab_results::run::RunHistograms;
 use xrunlab_sys::procfs::{read_thread_stat, ThreadStat};
 
 /// Smallest and largest buffer size swept, in frames.
@@ -90,80 +91,10 @@ impl BufferParams {
     }
 }
 
-/// One audio thread's share of the CPU over a point, like a `pidstat -t` line.
-#[derive(Debug, Clone, Serialize)]
-pub struct ThreadCpu {
-    /// 0 = driver, 1.. = workers.
-    pub index: usize,
-    /// "driver" or "worker".
-    pub role: &'static str,
-    /// Kernel thread id.
-    pub tid: i32,
-    /// The policy the kernel reports for it, e.g. "SCHED_FIFO 70".
-    pub sched: String,
-    /// User CPU time as % of the wall time (as pidstat's %usr). The kernel charges each clock
-    /// tick to user or system as it finds the thread, so the split is sampled, not exact.
-    pub user_pct: f64,
-    /// System CPU time as % of the wall time (as pidstat's %system).
-    pub system_pct: f64,
-    /// Time on a CPU from schedstat as % of the wall time (ns resolution); `None` without schedstat.
-    pub run_pct: Option<f64>,
-    /// Voluntary context switches per second (the thread blocked: a wake-up each).
-    pub voluntary_per_s: f64,
-    /// Involuntary context switches per second (preempted).
-    pub involuntary_per_s: f64,
-}
+pub use xrunlab_results::sweep::{BufferPoint, ThreadCpu, BUFFER_KIND};
 
-/// One buffer size's figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct BufferPoint {
-    /// Frames per buffer.
-    pub buffer: u32,
-    /// Sample rate.
-    pub sample_rate: u32,
-    /// Seconds measured.
-    pub seconds: f64,
-    /// Buffers rendered per second (the driver's wake-ups).
-    pub buffers_per_s: f64,
-    /// What the clock asks for: rate / frames.
-    pub expected_buffers_per_s: f64,
-    /// Buffers with a dropout (late, incomplete or device xrun).
-    pub dropouts: u64,
-    /// Buffers measured.
-    pub buffers: u64,
-    /// Sum over the audio threads of user + system CPU %.
-    pub cpu_pct: f64,
-    /// Sum over the audio threads of user CPU %.
-    pub user_pct: f64,
-    /// Sum over the audio threads of system CPU %.
-    pub system_pct: f64,
-    /// CPU time of the audio threads per buffer in µs (`cpu_pct` spread over the buffers):
-    /// what one wake-up of the engine costs, work included.
-    pub cpu_us_per_buffer: f64,
-    /// Sum over the audio threads of schedstat run time %, when schedstat exists.
-    pub run_pct: Option<f64>,
-    /// Sum over the audio threads of voluntary switches per second.
-    pub voluntary_per_s: f64,
-    /// Package power in watts from RAPL; `None` when not available.
-    pub package_watts: Option<f64>,
-    /// Per thread.
-    pub threads: Vec<ThreadCpu>,
-}
-
-/// The sweep's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct BufferResult {
-    /// What was asked.
-    pub params: BufferParams,
-    /// Finished points.
-    pub points: Vec<BufferPoint>,
-    /// "RAPL" or why energy is not available.
-    pub energy: String,
-    /// Threads whose real-time class did not take effect, and what they ran with.
-    pub sched_warnings: Vec<String>,
-    /// True when stopped before every point ran.
-    pub stopped_early: bool,
-}
+/// The sweep's result, with its parameters.
+pub type BufferResult = xrunlab_results::sweep::BufferResult<BufferParams>;
 
 /// Runs the sweep.
 pub fn run(p: &BufferParams, ctx: &Ctx) -> Result<BufferResult, LabError> {
@@ -202,17 +133,18 @@ pub fn run(p: &BufferParams, ctx: &Ctx) -> Result<BufferResult, LabError> {
     })
 }
 
-/// Sleeps in short steps until `d` passed, draining the engine's reports into `each`; false when stopped.
-fn drive(engine: &mut Engine, d: Duration, ctx: &Ctx, mut each: impl FnMut(bool)) -> bool {
+/// Sleeps in short steps until `d` passed, draining the engine's reports into `each`; false
+/// when stopped.
+fn drive(engine: &mut Engine, d: Duration, ctx: &Ctx, mut each: impl FnMut(&BufferReport)) -> bool {
     let t0 = Instant::now();
     while t0.elapsed() < d {
         if ctx.stopped() {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20).min(d.saturating_sub(t0.elapsed())));
-        engine.drain(|r| each(r.dropout()));
+        engine.drain(|r| each(r));
     }
-    engine.drain(|r| each(r.dropout()));
+    engine.drain(|r| each(r));
     true
 }
 
@@ -236,6 +168,7 @@ fn point(
     sched_warnings: &mut Vec<String>,
 ) -> Result<Option<BufferPoint>, LabError> {
     let c = p.config(buffer);
+    let mut run_stats = RunStats::new(c.realtime_threads());
     let dev = SimDevice::new(c.sample_rate, c.buffer_frames, false);
     let mut engine = Engine::start(c, Box::new(dev))
         .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?;
@@ -249,9 +182,10 @@ fn point(
     let e0 = rapl.as_mut().and_then(|m| m.read_uj().ok());
     let t0 = Instant::now();
     let (mut buffers, mut dropouts) = (0u64, 0u64);
-    let finished = drive(&mut engine, p.per_point, ctx, |dropout| {
+    let finished = drive(&mut engine, p.per_point, ctx, |r| {
         buffers += 1;
-        dropouts += u64::from(dropout);
+        dropouts += u64::from(r.dropout());
+        run_stats.add(r);
     });
     let after = stats(&tids)?;
     let secs = t0.elapsed().as_secs_f64();
@@ -269,7 +203,8 @@ fn point(
             role: match info.role {
                 ThreadRole::Driver => "driver",
                 ThreadRole::Worker => "worker",
-            },
+            }
+            .to_owned(),
             tid: info.tid,
             sched: info.sched.obtained.clone(),
             user_pct: pct(b.utime_ns.saturating_sub(a.utime_ns)),
@@ -323,11 +258,12 @@ fn point(
             .zip(e1)
             .map(|(a, b)| b.saturating_sub(a) as f64 / 1e6 / secs),
         threads,
+        histograms: RunHistograms::of(&run_stats),
     }))
 }
 
 impl Experiment for BufferResult {
-    const KIND: &'static str = "sweep.buffer";
+    const KIND: &'static str = BUFFER_KIND;
 
     fn table(&self) -> Table {
         let mut t = Table::new(&[

@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use xrunlab_dsp::Kernel;
 use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
-use xrunlab_engine::{Device, Engine, EngineConfig, Preset};
+use xrunlab_engine::{Device, Engine, EngineConfig, Preset, RunStats};
+use xrunlab_results::run::RunHistograms;
 
 /// Confirmation steps down at most this many brackets before it gives up (no confirmed count).
 pub const MAX_STEP_DOWNS: usize = 8;
@@ -164,133 +165,20 @@ pub fn smallest_passing<E>(
     Ok(Some((lo < len).then_some(lo)))
 }
 
-/// One engine run.
-#[derive(Debug, Clone, Serialize)]
-pub struct Trial {
-    /// Sustained sines.
-    pub sines: usize,
-    /// Burst sines (burst trials).
-    pub burst_sines: usize,
-    /// Frames per buffer (as the device ran it).
-    pub buffer: u32,
-    /// Sample rate (as the device ran it).
-    pub sample_rate: u32,
-    /// Buffers judged (after the settling time).
-    pub buffers: u64,
-    /// Of which dropouts (late, incomplete or device xrun).
-    pub dropouts: u64,
-    /// Highest render time as % of the buffer duration.
-    pub max_load_pct: f64,
-}
+pub use xrunlab_results::capacity::{
+    BurstFigure, CapacityPoint, LatencyPoint, Spread, Trial, KIND,
+};
 
-impl CapacityPoint {
-    /// No search trial had a dropout: the count is the search ceiling's (less one bracket at
-    /// most), and the capacity may be higher.
-    pub fn limited_by_ceiling(&self) -> bool {
-        self.sines > 0 && self.trials.iter().all(Trial::clean)
-    }
-}
+/// The result, with its parameters.
+pub type CapacityResult = xrunlab_results::capacity::CapacityResult<CapacityParams>;
 
-impl Trial {
-    /// Ran and had no dropout.
-    pub fn clean(&self) -> bool {
-        self.buffers > 0 && self.dropouts == 0
-    }
-}
-
-/// Min, median and max of some repeats.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Spread {
-    /// Smallest.
-    pub min: f64,
-    /// Median.
-    pub median: f64,
-    /// Largest.
-    pub max: f64,
-}
-
-impl Spread {
-    fn of(v: &[f64]) -> Option<Spread> {
-        Some(Spread {
-            min: v.iter().copied().reduce(f64::min)?,
-            median: median(v)?,
-            max: v.iter().copied().reduce(f64::max)?,
-        })
-    }
-}
-
-/// Burst response at one buffer size and preset.
-#[derive(Debug, Clone, Serialize)]
-pub struct BurstFigure {
-    /// Steady sines (the --burst-load share of the capacity).
-    pub steady_sines: usize,
-    /// The largest burst (extra sines for 0.25 s) that caused no dropout.
-    pub largest_burst_sines: usize,
-    /// Trials of the search.
-    pub trials: Vec<Trial>,
-}
-
-/// VoiceMark at one buffer size and preset.
-#[derive(Debug, Clone, Serialize)]
-pub struct CapacityPoint {
-    /// Preset.
-    pub preset: Preset,
-    /// Frames per buffer.
-    pub buffer: u32,
-    /// Sample rate the device ran.
-    pub sample_rate: u32,
-    /// Real-time threads of the preset.
-    pub realtime_threads: usize,
-    /// The largest sine count that stayed dropout-free in the search and in every repeat.
-    pub sines: usize,
-    /// `sines` as a percentage of one core's single-thread capacity (`core_sines`).
-    pub pct_of_one_core: f64,
-    /// Highest count the search tried (the chord's maximum or 1.25x the threads' kernel capacity).
-    pub search_ceiling: usize,
-    /// The bracket width at which the search stopped.
-    pub tolerance: usize,
-    /// How often the confirmation saw a dropout and stepped down by `tolerance` (after
-    /// [`MAX_STEP_DOWNS`] it gives up and `sines` is 0).
-    pub step_downs: usize,
-    /// The repeats at `sines`.
-    pub repeats: Vec<Trial>,
-    /// Spread of the repeats' highest load (% of the buffer duration).
-    pub max_load_pct_spread: Option<Spread>,
-    /// Search trials, in order.
-    pub trials: Vec<Trial>,
-    /// Burst response at this point.
-    pub burst: Option<BurstFigure>,
-}
-
-/// LatencyMark for one preset.
-#[derive(Debug, Clone, Serialize)]
-pub struct LatencyPoint {
-    /// Preset.
-    pub preset: Preset,
-    /// Load carried.
-    pub sines: usize,
-    /// The smallest buffer without a dropout; `None` when even 4096 frames dropped out.
-    pub smallest_buffer: Option<u32>,
-    /// Its latency in ms at the rate.
-    pub latency_ms: Option<f64>,
-    /// Trials, in order.
-    pub trials: Vec<Trial>,
-}
-
-/// The result.
-#[derive(Debug, Clone, Serialize)]
-pub struct CapacityResult {
-    /// What was asked.
-    pub params: CapacityParams,
-    /// Sines one core renders in real time with the engine's kernel at each buffer size, measured
-    /// before the trials on the caller's thread: (buffer, sines).
-    pub core_sines: Vec<(u32, f64)>,
-    /// VoiceMark per buffer and preset.
-    pub points: Vec<CapacityPoint>,
-    /// LatencyMark per preset.
-    pub latency: Vec<LatencyPoint>,
-    /// True when stopped before everything ran.
-    pub stopped_early: bool,
+/// Min, median and max of `v`; `None` when empty.
+fn spread_of(v: &[f64]) -> Option<Spread> {
+    Some(Spread {
+        min: v.iter().copied().reduce(f64::min)?,
+        median: median(v)?,
+        max: v.iter().copied().reduce(f64::max)?,
+    })
 }
 
 /// Runs engine trials: starts the engine per trial, settles, judges the buffers.
@@ -300,6 +188,8 @@ struct Runner<'a, 'c> {
     done: u64,
     /// Trials run with the explain collector (see [`CapacityParams::explain`]).
     explain: bool,
+    /// Where the judged buffers of the trials go while it is set (the confirmation repeats).
+    record: Option<RunStats>,
 }
 
 impl Runner<'_, '_> {
@@ -354,6 +244,9 @@ impl Runner<'_, '_> {
                 t.buffers += 1;
                 t.dropouts += u64::from(r.dropout());
                 t.max_load_pct = t.max_load_pct.max(r.load() * 100.0);
+                if let Some(stats) = self.record.as_mut() {
+                    stats.add(r);
+                }
             });
         let ended = engine.device_ended();
         engine.stop(|_| {});
@@ -450,6 +343,7 @@ pub fn run(
         ctx,
         done: 0,
         explain: p.explain,
+        record: None,
     };
     let mut points = Vec::new();
     let mut latency = Vec::new();
@@ -502,6 +396,7 @@ pub fn voicemark_at(
         ctx,
         done: 0,
         explain: p.explain,
+        record: None,
     };
     let point = voicemark(p, preset, buffer, core, &mut runner);
     ctx.progress.finish_and_clear();
@@ -540,6 +435,7 @@ fn voicemark(
     let mut repeats = Vec::new();
     while sines > 0 {
         repeats.clear();
+        r.record = Some(RunStats::new(base.realtime_threads()));
         for _ in 0..p.repeats {
             let c = p.config(preset, buffer, sines);
             let Some(t) = r.run(c, p.seconds, false)? else {
@@ -566,6 +462,11 @@ fn voicemark(
             repeats.clear();
         }
     }
+    let histograms = r
+        .record
+        .take()
+        .filter(|_| sines > 0)
+        .map(|stats| RunHistograms::of(&stats));
     // A JACK server keeps its own rate; the figures follow the device.
     let sample_rate = repeats.first().map_or(base.sample_rate, |t| t.sample_rate);
     let loads: Vec<f64> = repeats.iter().map(|t| t.max_load_pct).collect();
@@ -606,9 +507,10 @@ fn voicemark(
         tolerance,
         step_downs,
         repeats,
-        max_load_pct_spread: Spread::of(&loads),
+        max_load_pct_spread: spread_of(&loads),
         trials,
         burst,
+        histograms,
     }))
 }
 
@@ -651,7 +553,7 @@ fn latencymark(
 }
 
 impl Experiment for CapacityResult {
-    const KIND: &'static str = "capacity";
+    const KIND: &'static str = KIND;
 
     fn table(&self) -> Table {
         let mut t = Table::new(&[

@@ -4,8 +4,7 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 use xrunlab_sys::{Fingerprint, Provenance};
 
-/// Version of the experiment result layout; bump on incompatible change.
-pub const SCHEMA: &str = "xrunlab.lab/1";
+pub use xrunlab_results::lab::{LabResult, SCHEMA};
 
 /// How an experiment failed before measuring.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,59 +120,33 @@ pub trait Experiment: Serialize {
     fn incomplete(&self) -> bool;
 }
 
-/// The JSON file of an experiment.
-#[derive(Debug, Clone, Serialize)]
-pub struct LabResult<T: Serialize> {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// The experiment, e.g. "probe.wakeup".
-    pub kind: &'static str,
-    /// Version, command line, kernel, CPU, governor, start and end time (as `run`).
-    pub provenance: Provenance,
-    /// The machine as the experiment found it (boot parameters, power and idle settings, VM and
-    /// the steal over the experiment), as `run` records it, for `compare`'s fingerprint diff.
-    pub fingerprint: Fingerprint,
-    /// Whether `--quick` (short, noisier) settings were used.
-    pub quick: bool,
-    /// True when the experiment was stopped before every point was measured; the points here are the finished ones.
-    pub incomplete: bool,
-    /// Why it ended.
-    pub end_reason: String,
-    /// What did not take effect and what was used instead.
-    pub warnings: Vec<String>,
-    /// The experiment's figures.
-    pub result: T,
-}
-
-impl<T: Experiment> LabResult<T> {
-    /// Wraps `result`; `provenance` and `fingerprint` (collected before the experiment) are
-    /// finished here: the end time, and the steal over the experiment.
-    pub fn new(
-        mut provenance: Provenance,
-        mut fingerprint: Fingerprint,
-        quick: bool,
-        result: T,
-        stop_reason: Option<&str>,
-    ) -> LabResult<T> {
-        provenance.finish();
-        fingerprint.finish(xrunlab_sys::default_proc_root());
-        let incomplete = result.incomplete() || stop_reason.is_some();
-        let end_reason = match stop_reason {
-            Some(s) => format!("interrupted by {s}; every point finished before it is kept"),
-            None if incomplete => "stopped early; every finished point is kept".into(),
-            None => "completed".into(),
-        };
-        LabResult {
-            schema: SCHEMA,
-            kind: T::KIND,
-            provenance,
-            fingerprint,
-            quick,
-            incomplete,
-            end_reason,
-            warnings: result.warnings(),
-            result,
-        }
+/// Wraps `result` in its file's envelope; `provenance` and `fingerprint` (collected before the
+/// experiment) are finished here: the end time, and the steal over the experiment.
+pub fn lab_result<T: Experiment>(
+    mut provenance: Provenance,
+    mut fingerprint: Fingerprint,
+    quick: bool,
+    result: T,
+    stop_reason: Option<&str>,
+) -> LabResult<T> {
+    provenance.finish();
+    fingerprint.finish(xrunlab_sys::default_proc_root());
+    let incomplete = result.incomplete() || stop_reason.is_some();
+    let end_reason = match stop_reason {
+        Some(s) => format!("interrupted by {s}; every point finished before it is kept"),
+        None if incomplete => "stopped early; every finished point is kept".into(),
+        None => "completed".into(),
+    };
+    LabResult {
+        schema: SCHEMA.to_owned(),
+        kind: T::KIND.to_owned(),
+        provenance,
+        fingerprint,
+        quick,
+        incomplete,
+        end_reason,
+        warnings: result.warnings(),
+        result,
     }
 }
 

@@ -1,6 +1,5 @@
 //! A latency histogram in 1 µs buckets up to a cap, with an overflow count, exact min/max/sum and the first overflow cycles, as cyclictest keeps it, and beside it the same latencies in an HdrHistogram (1 ns steps, 3 significant digits, no cap) for the result file's interchange text; recorded on a measuring thread (allocation-free after [`Histogram::new`]), summarized afterwards.
 
-use serde::Serialize;
 use xrunlab_engine::{Distribution, Scale};
 
 /// Overflow cycle numbers kept per thread, as cyclictest prints them.
@@ -20,26 +19,7 @@ pub struct Histogram {
     exact: Distribution,
 }
 
-/// What a [`Histogram`] says, in microseconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LatencySummary {
-    /// Samples recorded.
-    pub count: u64,
-    /// Smallest latency (exact).
-    pub min_us: f64,
-    /// Mean latency (exact).
-    pub avg_us: f64,
-    /// Median (bucket resolution: 1 µs; the bucket's lower edge).
-    pub p50_us: f64,
-    /// 99th percentile (1 µs resolution; the cap when it lies in the overflow).
-    pub p99_us: f64,
-    /// 99.9th percentile (as p99).
-    pub p999_us: f64,
-    /// Largest latency (exact).
-    pub max_us: f64,
-    /// Samples at or above the cap.
-    pub overflows: u64,
-}
+pub use xrunlab_results::probe::LatencySummary;
 
 impl Histogram {
     /// A histogram of `cap_us` 1 µs buckets (at least 1); everything from `cap_us` up counts as overflow.

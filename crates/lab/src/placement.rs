@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::Duration;
 use xrunlab_dsp::{render, smoothing_coeff, Chord, ChordLayout, ChordNotes, Kernel, PartialBank};
+use xrunlab_engine::{Distribution, Scale};
+use xrunlab_results::EncodedHistogram;
 
 /// Sines each thread renders per buffer.
 const SINES: usize = 64;
@@ -56,60 +58,10 @@ impl PlacementParams {
     }
 }
 
-/// The CPU a thread was on from a moment on.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct CpuVisit {
-    /// Milliseconds since the common start.
-    pub t_ms: f64,
-    /// The CPU.
-    pub cpu: usize,
-}
+pub use xrunlab_results::placement::{CpuVisit, PlacedThread, KIND};
 
-/// One thread's figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlacedThread {
-    /// 0-based index.
-    pub index: usize,
-    /// Kernel thread id.
-    pub tid: i32,
-    /// Scheduling obtained.
-    pub sched: Applied,
-    /// Milliseconds from the common start to the end of its work (and of the injected stall).
-    pub completion_ms: f64,
-    /// Percent later than the median completion.
-    pub behind_median_pct: f64,
-    /// The CPUs it ran on, each change with its time (sampled once per buffer of work).
-    pub visits: Vec<CpuVisit>,
-    /// Distinct CPUs visited.
-    pub cpus: Vec<usize>,
-    /// CPU changes seen by sampling.
-    pub observed_migrations: usize,
-    /// Migrations the kernel counted (needs CONFIG_SCHED_DEBUG).
-    pub kernel_migrations: Option<u64>,
-    /// Time runnable but waiting for a CPU, ms (schedstat; `None` without it).
-    pub runqueue_delay_ms: Option<f64>,
-    /// Whether it is a straggler.
-    pub straggler: bool,
-    /// Whether it was the injected straggler.
-    pub injected: bool,
-}
-
-/// The probe's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlacementResult {
-    /// What was asked.
-    pub params: PlacementParams,
-    /// Per thread.
-    pub threads: Vec<PlacedThread>,
-    /// Median completion, ms.
-    pub median_ms: f64,
-    /// Last completion over the median, in percent (the story's "70 % later").
-    pub spread_pct: f64,
-    /// Indices of the stragglers.
-    pub stragglers: Vec<usize>,
-    /// True when stopped before the threads finished.
-    pub stopped_early: bool,
-}
+/// The probe's result, with its parameters.
+pub type PlacementResult = xrunlab_results::placement::PlacementResult<PlacementParams>;
 
 struct Raw {
     sched: Applied,
@@ -118,6 +70,8 @@ struct Raw {
     visits: Vec<(u64, usize)>,
     before: Option<xrunlab_sys::ThreadStat>,
     after: Option<xrunlab_sys::ThreadStat>,
+    /// Wall time of each buffer of work, µs.
+    buffer_us: Distribution,
 }
 
 /// Runs the probe.
@@ -175,6 +129,8 @@ fn work(
     let coeff = smoothing_coeff(RATE);
     let (mut l, mut r) = (vec![0f32; FRAMES], vec![0f32; FRAMES]);
     let mut visits = Vec::with_capacity(buffers as usize + 1);
+    // Fixed bounds: recording never allocates.
+    let mut buffer_us = Distribution::new(Scale::Micros);
     let before = xrunlab_sys::read_thread_stat(proc_root, pid, sched.tid).ok();
     barrier.wait();
     let start_ns = mono_ns();
@@ -183,6 +139,7 @@ fn work(
         if stop.load(Ordering::Relaxed) {
             break;
         }
+        let t = mono_ns();
         render(
             Kernel::Reference,
             bank.view_mut(0, sines),
@@ -190,9 +147,11 @@ fn work(
             &mut l,
             &mut r,
         );
+        let now = mono_ns();
+        buffer_us.record(now.saturating_sub(t) as f64 / 1000.0);
         let cpu = xrunlab_sys::current_cpu().unwrap_or(usize::MAX);
         if cpu != last {
-            visits.push((mono_ns(), cpu));
+            visits.push((now, cpu));
             last = cpu;
         }
         done.fetch_add(1, Ordering::Relaxed);
@@ -211,6 +170,7 @@ fn work(
         visits,
         before,
         after,
+        buffer_us,
     }
 }
 
@@ -259,6 +219,7 @@ fn summarize(p: &PlacementParams, raws: Vec<Raw>, stopped_early: bool) -> Placem
                 runqueue_delay_ms,
                 straggler: completion_ms > limit,
                 injected: p.inject_straggler == Some(i),
+                buffer_us: EncodedHistogram::encode(&r.buffer_us),
                 sched: r.sched,
             }
         })
@@ -283,7 +244,7 @@ fn summarize(p: &PlacementParams, raws: Vec<Raw>, stopped_early: bool) -> Placem
 }
 
 impl Experiment for PlacementResult {
-    const KIND: &'static str = "probe.placement";
+    const KIND: &'static str = KIND;
 
     fn table(&self) -> Table {
         let mut t = Table::new(&[

@@ -3,49 +3,13 @@
 use crate::common::{
     check_range, invalid, percentile_sorted, start_progress, Ctx, Experiment, LabError, Table,
 };
-use crate::timing::{mono_ns, sleep_until, thread_cpu_ns, timespec, Applied, Class};
+use crate::timing::{mono_ns, sleep_until, thread_cpu_ns, timespec, Class};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
-
-/// A way to wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SleepCall {
-    /// nanosleep (relative), what std::thread::sleep and usleep do.
-    Nanosleep,
-    /// clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME) to deadlines one interval apart.
-    ClockNanosleepAbs,
-    /// A timed wait on a condition variable nobody signals (futex with a timeout).
-    CondvarWait,
-    /// epoll_pwait2 on an empty epoll set with a nanosecond timeout.
-    EpollWait,
-    /// No sleep at all: spin on the clock until the deadline (the control).
-    BusyPoll,
-}
-
-impl SleepCall {
-    /// Every call, in the order they are measured.
-    pub const ALL: [SleepCall; 5] = [
-        SleepCall::Nanosleep,
-        SleepCall::ClockNanosleepAbs,
-        SleepCall::CondvarWait,
-        SleepCall::EpollWait,
-        SleepCall::BusyPoll,
-    ];
-
-    /// The call's name in results.
-    pub fn name(self) -> &'static str {
-        match self {
-            SleepCall::Nanosleep => "nanosleep",
-            SleepCall::ClockNanosleepAbs => "clock_nanosleep_abs",
-            SleepCall::CondvarWait => "condvar_wait",
-            SleepCall::EpollWait => "epoll_wait",
-            SleepCall::BusyPoll => "busy_poll",
-        }
-    }
-}
+use xrunlab_engine::{Distribution, Scale};
+use xrunlab_results::EncodedHistogram;
 
 /// What to sweep.
 #[derive(Debug, Clone, Serialize)]
@@ -123,62 +87,10 @@ impl SleepParams {
     }
 }
 
-/// One combination's figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct SleepPoint {
-    /// Requested interval in µs.
-    pub interval_us: f64,
-    /// The call.
-    pub call: SleepCall,
-    /// Timer slack asked for, ns.
-    pub slack_ns: u64,
-    /// Whether PR_SET_TIMERSLACK took it (false: the value it kept is in `slack_obtained_ns`).
-    pub slack_obtained_ns: Option<u64>,
-    /// The class, and what took effect.
-    pub sched: Applied,
-    /// Thread CPU time / wall time, in percent of one CPU.
-    pub cpu_pct: f64,
-    /// Wake-ups per second achieved.
-    pub wakeups_per_s: f64,
-    /// Wake-ups per second asked for (1 / interval).
-    pub target_per_s: f64,
-    /// Oversleep (wake time - intended wake time), µs: median, 99th percentile, maximum.
-    pub oversleep_p50_us: f64,
-    /// See `oversleep_p50_us`.
-    pub oversleep_p99_us: f64,
-    /// See `oversleep_p50_us`.
-    pub oversleep_max_us: f64,
-}
+pub use xrunlab_results::sleep::{SleepCall, SleepPoint, Verdict, KIND};
 
-/// The cheapest way to wait for one interval.
-#[derive(Debug, Clone, Serialize)]
-pub struct Verdict {
-    /// Interval, µs.
-    pub interval_us: f64,
-    /// The accuracy bound used, µs.
-    pub bound_us: f64,
-    /// The chosen combination: "call, slack, class".
-    pub cheapest: Option<String>,
-    /// Its CPU %.
-    pub cpu_pct: Option<f64>,
-    /// Its oversleep p99, µs.
-    pub oversleep_p99_us: Option<f64>,
-    /// How it was chosen.
-    pub why: String,
-}
-
-/// The sweep's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct SleepResult {
-    /// What was asked.
-    pub params: SleepParams,
-    /// Finished combinations.
-    pub points: Vec<SleepPoint>,
-    /// Per interval, the cheapest call within the accuracy bound.
-    pub verdicts: Vec<Verdict>,
-    /// True when stopped before every combination ran.
-    pub stopped_early: bool,
-}
+/// The sweep's result, with its parameters.
+pub type SleepResult = xrunlab_results::sleep::SleepResult<SleepParams>;
 
 /// Runs every combination in turn, each on a fresh thread.
 pub fn run(p: &SleepParams, ctx: &Ctx) -> Result<SleepResult, LabError> {
@@ -303,6 +215,8 @@ fn measure_point(
     let wall_ns = per_point.as_nanos() as u64;
     let capacity = (wall_ns / interval_ns + 16).min(4_000_000) as usize;
     let mut over: Vec<f64> = Vec::with_capacity(capacity);
+    // Every wake-up, past the exact buffer's cap too: fixed bounds, so recording never allocates.
+    let mut kept = Distribution::new(Scale::Micros);
     let (cpu0, t0) = (thread_cpu_ns(), mono_ns());
     let end = t0 + wall_ns;
     let mut next = t0 + interval_ns;
@@ -320,8 +234,10 @@ fn measure_point(
         waiter.wait(call, interval_ns, intended);
         let now = mono_ns();
         wakes += 1;
+        let us = now.saturating_sub(intended) as f64 / 1000.0;
+        kept.record(us);
         if over.len() < over.capacity() {
-            over.push(now.saturating_sub(intended) as f64 / 1000.0);
+            over.push(us);
         }
         next += interval_ns;
         while next <= now {
@@ -343,6 +259,7 @@ fn measure_point(
         oversleep_p50_us: percentile_sorted(&over, 0.5).unwrap_or(0.0),
         oversleep_p99_us: percentile_sorted(&over, 0.99).unwrap_or(0.0),
         oversleep_max_us: over.last().copied().unwrap_or(0.0),
+        oversleep_us: EncodedHistogram::encode(&kept),
     }
 }
 
@@ -405,7 +322,7 @@ fn verdicts(p: &SleepParams, points: &[SleepPoint]) -> Vec<Verdict> {
 }
 
 impl Experiment for SleepResult {
-    const KIND: &'static str = "probe.sleep";
+    const KIND: &'static str = KIND;
 
     fn table(&self) -> Table {
         let mut t = Table::new(&[

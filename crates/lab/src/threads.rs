@@ -7,39 +7,16 @@ use std::fmt::Write as _;
 use std::sync::Barrier;
 use std::time::Duration;
 use xrunlab_dsp::{render, smoothing_coeff, Chord, ChordLayout, ChordNotes, Kernel, PartialBank};
+use xrunlab_engine::{Distribution, Scale};
+use xrunlab_results::histogram::merged;
+use xrunlab_results::EncodedHistogram;
 
 /// Bytes of generated data one zstd unit compresses.
 pub const ZSTD_BLOCK: usize = 256 * 1024;
 /// zstd level used.
 pub const ZSTD_LEVEL: i32 = 3;
 
-/// A workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Workload {
-    /// The reference sine kernel; unit: partial-samples.
-    Sine,
-    /// zstd compression of generated text-like data; unit: input bytes.
-    Zstd,
-}
-
-impl Workload {
-    /// The name in results.
-    pub fn name(self) -> &'static str {
-        match self {
-            Workload::Sine => "sine",
-            Workload::Zstd => "zstd",
-        }
-    }
-
-    /// What one unit of work is.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Workload::Sine => "partial-samples",
-            Workload::Zstd => "bytes",
-        }
-    }
-}
+pub use xrunlab_results::sweep::{Knee, ThreadsPoint, Workload, THREADS_KIND};
 
 /// What to sweep.
 #[derive(Debug, Clone, Serialize)]
@@ -98,58 +75,8 @@ impl ThreadsParams {
     }
 }
 
-/// One thread count's figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct ThreadsPoint {
-    /// Workload.
-    pub workload: Workload,
-    /// Class asked for.
-    pub class: String,
-    /// Threads.
-    pub threads: usize,
-    /// Units per second, all threads together.
-    pub throughput: f64,
-    /// Throughput minus the previous count's.
-    pub increment: f64,
-    /// The increment as a percentage of one thread's throughput.
-    pub increment_pct_of_one: f64,
-    /// Microjoules per million units, where RAPL exists.
-    pub energy_uj_per_munit: Option<f64>,
-    /// Threads whose class was refused (they ran with what their warning says).
-    pub refused: usize,
-}
-
-/// One curve's knee.
-#[derive(Debug, Clone, Serialize)]
-pub struct Knee {
-    /// Workload.
-    pub workload: Workload,
-    /// Class.
-    pub class: String,
-    /// The last count whose added thread still brought more than the knee percentage; `None` if every count did.
-    pub knee_threads: Option<usize>,
-}
-
-/// The sweep's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct ThreadsResult {
-    /// What was asked.
-    pub params: ThreadsParams,
-    /// Online CPUs.
-    pub cpus: usize,
-    /// Finished points.
-    pub points: Vec<ThreadsPoint>,
-    /// Per workload and class.
-    pub knees: Vec<Knee>,
-    /// "RAPL" or why energy is not available.
-    pub energy: String,
-    /// The zstd data decompressed back to its input before the sweep.
-    pub zstd_roundtrip_verified: bool,
-    /// Warnings gathered from the threads.
-    pub sched_warnings: Vec<String>,
-    /// True when stopped before every point ran.
-    pub stopped_early: bool,
-}
+/// The sweep's result, with its parameters.
+pub type ThreadsResult = xrunlab_results::sweep::ThreadsResult<ThreadsParams>;
 
 /// Generated, moderately compressible data: words picked by a fixed xorshift sequence.
 pub fn generated_data(len: usize) -> Vec<u8> {
@@ -205,7 +132,7 @@ pub fn run(p: &ThreadsParams, ctx: &Ctx) -> Result<ThreadsResult, LabError> {
                 ctx.progress
                     .set_message(format!("{} {} x{n}", w.name(), class.label()));
                 let e0 = rapl.as_mut().ok().and_then(|m| m.read_uj().ok());
-                let (units, secs, warnings) = point(w, class, n, p.per_point, &data);
+                let (units, secs, warnings, step_us) = point(w, class, n, p.per_point, &data);
                 let e1 = rapl.as_mut().ok().and_then(|m| m.read_uj().ok());
                 let refused = warnings.len();
                 for line in warnings {
@@ -235,6 +162,7 @@ pub fn run(p: &ThreadsParams, ctx: &Ctx) -> Result<ThreadsResult, LabError> {
                         .filter(|_| units > 0)
                         .map(|(a, b)| b.saturating_sub(a) as f64 / units as f64 * 1e6),
                     refused,
+                    step_us,
                 });
                 ctx.progress.inc(1);
             }
@@ -254,17 +182,19 @@ pub fn run(p: &ThreadsParams, ctx: &Ctx) -> Result<ThreadsResult, LabError> {
     })
 }
 
-/// `n` threads of workload `w` at `class` for `wall`: total units, seconds, class warnings.
+/// `n` threads of workload `w` at `class` for `wall`: total units, seconds, class warnings,
+/// and the time of each step of work over all the threads.
 fn point(
     w: Workload,
     class: Class,
     n: usize,
     wall: Duration,
     data: &[u8],
-) -> (u64, f64, Vec<String>) {
+) -> (u64, f64, Vec<String>, EncodedHistogram) {
     let barrier = Barrier::new(n);
     let wall_ns = wall.as_nanos() as u64;
-    let results: Vec<(u64, u64, u64, Option<String>)> = std::thread::scope(|s| {
+    type Finished = (u64, u64, u64, Option<String>, Distribution);
+    let results: Vec<Finished> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|i| {
                 let barrier = &barrier;
@@ -272,14 +202,19 @@ fn point(
                     let applied = class.apply(None);
                     let warning = applied.warning(&format!("thread {i}"));
                     let mut job = Job::new(w, data);
+                    // Fixed bounds: recording never allocates.
+                    let mut steps = Distribution::new(Scale::Micros);
                     barrier.wait();
                     let start = mono_ns();
                     let end = start + wall_ns;
-                    let mut units = 0;
-                    while mono_ns() < end {
+                    let (mut units, mut t) = (0, start);
+                    while t < end {
                         units += job.step();
+                        let now = mono_ns();
+                        steps.record(now.saturating_sub(t) as f64 / 1000.0);
+                        t = now;
                     }
-                    (units, start, mono_ns(), warning)
+                    (units, start, t, warning, steps)
                 })
             })
             .collect();
@@ -291,8 +226,13 @@ fn point(
     let start = results.iter().map(|r| r.1).min().unwrap_or(0);
     let end = results.iter().map(|r| r.2).max().unwrap_or(start + 1);
     let units = results.iter().map(|r| r.0).sum();
+    // Distributions of one scale have one set of bounds, so they always add.
+    let steps = match merged(results.iter().map(|r| r.4.histogram())) {
+        Ok(Some(h)) => EncodedHistogram::of(&h, Scale::Micros),
+        _ => EncodedHistogram::encode(&Distribution::new(Scale::Micros)),
+    };
     let warnings = results.into_iter().filter_map(|r| r.3).collect();
-    (units, (end - start).max(1) as f64 / 1e9, warnings)
+    (units, (end - start).max(1) as f64 / 1e9, warnings, steps)
 }
 
 /// One thread's workload state.
@@ -385,7 +325,7 @@ fn knees(p: &ThreadsParams, points: &[ThreadsPoint]) -> Vec<Knee> {
 }
 
 impl Experiment for ThreadsResult {
-    const KIND: &'static str = "sweep.threads";
+    const KIND: &'static str = THREADS_KIND;
 
     fn table(&self) -> Table {
         let mut t = Table::new(&[

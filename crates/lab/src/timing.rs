@@ -81,36 +81,7 @@ impl Class {
     }
 }
 
-/// What [`Class::apply`] obtained.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Applied {
-    /// Kernel thread id.
-    pub tid: i32,
-    /// The class asked for.
-    pub requested: String,
-    /// Whether the class took effect, or what runs instead.
-    pub class: Outcome,
-    /// Whether pinning took effect.
-    pub affinity: Outcome,
-}
-
-impl Applied {
-    /// A warning line when the class or the pinning was refused.
-    pub fn warning(&self, who: &str) -> Option<String> {
-        for (what, o) in [
-            ("scheduling class", &self.class),
-            ("affinity", &self.affinity),
-        ] {
-            if let Outcome::Refused { reason, fallback } = o {
-                return Some(format!(
-                    "{who}: {what} {} refused ({reason}); running with {fallback}",
-                    self.requested
-                ));
-            }
-        }
-        None
-    }
-}
+pub use xrunlab_results::lab::Applied;
 
 /// Switches the calling thread to the non-real-time `policy` (SCHED_BATCH or SCHED_IDLE).
 fn set_policy(policy: libc::c_int, name: &str) -> Outcome {

@@ -1,8 +1,8 @@
 //! `probe wakeup`: cyclictest-grade timer latency. N measuring threads each sleep to absolute CLOCK_MONOTONIC deadlines one interval apart and record how late they woke into a preallocated histogram; the caller's thread shows progress, polls the stop flag and optionally drives the audio engine at a load meanwhile.
 
 use crate::common::{check_range, start_progress, Ctx, Experiment, LabError, Table};
-use crate::hist::{Histogram, LatencySummary};
-use crate::timing::{mono_ns, sleep_until, Applied, Class};
+use crate::hist::Histogram;
+use crate::timing::{mono_ns, sleep_until, Class};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -95,59 +95,10 @@ impl WakeupParams {
     }
 }
 
-/// One thread's latencies.
-#[derive(Debug, Clone, Serialize)]
-pub struct ThreadLatency {
-    /// 0-based, as cyclictest numbers them.
-    pub index: usize,
-    /// Kernel thread id.
-    pub tid: i32,
-    /// The CPU it was pinned to, if any.
-    pub cpu: Option<usize>,
-    /// Scheduling obtained.
-    pub sched: Applied,
-    /// Figures in µs.
-    pub latency: LatencySummary,
-    /// Counts per 1 µs bucket, from 0 µs up to the cap.
-    pub histogram: Vec<u64>,
-    /// Every latency in µs (overflows included, 1 ns steps) as HdrHistogram interchange text,
-    /// for `compare` and other HdrHistogram readers.
-    pub latency_us: EncodedHistogram,
-    /// Loop numbers of the first overflows.
-    pub overflow_cycles: Vec<u64>,
-}
+pub use xrunlab_results::probe::{LoadReport, ThreadLatency, KIND};
 
-/// What the engine did while it ran beside the probe.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadReport {
-    /// Sines it rendered.
-    pub sines: usize,
-    /// Buffers it rendered.
-    pub buffers: u64,
-    /// Dropouts meanwhile.
-    pub dropouts: u64,
-    /// Load p50 in percent of the buffer.
-    pub load_p50_pct: Option<f64>,
-}
-
-/// The probe's result.
-#[derive(Debug, Clone, Serialize)]
-pub struct WakeupResult {
-    /// What was asked.
-    pub params: WakeupParams,
-    /// The machine as the probe found it (steal time over the probe), as `run` records it.
-    pub fingerprint: Fingerprint,
-    /// One entry per thread.
-    pub threads: Vec<ThreadLatency>,
-    /// The engine beside the probe, if it ran.
-    pub load: Option<LoadReport>,
-    /// PM QoS outcome.
-    pub pm_qos: Outcome,
-    /// mlockall outcome.
-    pub mlock: Outcome,
-    /// True when the stop flag ended it before every loop ran.
-    pub stopped_early: bool,
-}
+/// The probe's result, with its parameters.
+pub type WakeupResult = xrunlab_results::probe::WakeupResult<WakeupParams>;
 
 /// Runs the probe. Each thread's histogram is allocated before the barrier that starts measuring.
 pub fn run(p: &WakeupParams, ctx: &Ctx) -> Result<WakeupResult, LabError> {
@@ -280,64 +231,61 @@ fn measure(
     }
 }
 
-impl WakeupResult {
-    /// cyclictest's `-h` text: one line per bucket ("%06d %06lu\t%06lu..."), then totals,
-    /// min/avg/max per thread, overflows and the overflow cycles.
-    pub fn histogram_text(&self) -> String {
-        let mut out = String::from("# Histogram\n");
-        let buckets = self.params.histogram_us;
-        for us in 0..buckets {
-            let _ = write!(out, "{us:06}");
-            for (i, t) in self.threads.iter().enumerate() {
-                let sep = if i == 0 { ' ' } else { '\t' };
-                let _ = write!(out, "{sep}{:06}", t.histogram.get(us).copied().unwrap_or(0));
-            }
-            out.push('\n');
+/// cyclictest's `-h` text of `r`: one line per bucket ("%06d %06lu\t%06lu..."), then totals,
+/// min/avg/max per thread, overflows and the overflow cycles.
+pub fn histogram_text(r: &WakeupResult) -> String {
+    let mut out = String::from("# Histogram\n");
+    let buckets = r.params.histogram_us;
+    for us in 0..buckets {
+        let _ = write!(out, "{us:06}");
+        for (i, t) in r.threads.iter().enumerate() {
+            let sep = if i == 0 { ' ' } else { '\t' };
+            let _ = write!(out, "{sep}{:06}", t.histogram.get(us).copied().unwrap_or(0));
         }
-        let line =
-            |out: &mut String, title: &str, width: usize, f: &dyn Fn(&ThreadLatency) -> u64| {
-                out.push_str(title);
-                for t in &self.threads {
-                    let _ = write!(out, " {:0width$}", f(t));
-                }
-                out.push('\n');
-            };
-        line(&mut out, "# Total:", 9, &|t| {
-            t.latency.count - t.latency.overflows
-        });
-        line(&mut out, "# Min Latencies:", 5, &|t| {
-            t.latency.min_us as u64
-        });
-        line(&mut out, "# Avg Latencies:", 5, &|t| {
-            t.latency.avg_us.round() as u64
-        });
-        line(&mut out, "# Max Latencies:", 5, &|t| {
-            t.latency.max_us as u64
-        });
-        line(&mut out, "# Histogram Overflows:", 5, &|t| {
-            t.latency.overflows
-        });
-        out.push_str("# Histogram Overflow at cycle number:\n");
-        for t in &self.threads {
-            let _ = write!(out, "# Thread {}:", t.index);
-            for c in &t.overflow_cycles {
-                let _ = write!(out, " {c:05}");
-            }
-            let others = t
-                .latency
-                .overflows
-                .saturating_sub(t.overflow_cycles.len() as u64);
-            if others > 0 {
-                let _ = write!(out, " # {others:05} others");
-            }
-            out.push('\n');
-        }
-        out
+        out.push('\n');
     }
+    let line = |out: &mut String, title: &str, width: usize, f: &dyn Fn(&ThreadLatency) -> u64| {
+        out.push_str(title);
+        for t in &r.threads {
+            let _ = write!(out, " {:0width$}", f(t));
+        }
+        out.push('\n');
+    };
+    line(&mut out, "# Total:", 9, &|t| {
+        t.latency.count - t.latency.overflows
+    });
+    line(&mut out, "# Min Latencies:", 5, &|t| {
+        t.latency.min_us as u64
+    });
+    line(&mut out, "# Avg Latencies:", 5, &|t| {
+        t.latency.avg_us.round() as u64
+    });
+    line(&mut out, "# Max Latencies:", 5, &|t| {
+        t.latency.max_us as u64
+    });
+    line(&mut out, "# Histogram Overflows:", 5, &|t| {
+        t.latency.overflows
+    });
+    out.push_str("# Histogram Overflow at cycle number:\n");
+    for t in &r.threads {
+        let _ = write!(out, "# Thread {}:", t.index);
+        for c in &t.overflow_cycles {
+            let _ = write!(out, " {c:05}");
+        }
+        let others = t
+            .latency
+            .overflows
+            .saturating_sub(t.overflow_cycles.len() as u64);
+        if others > 0 {
+            let _ = write!(out, " # {others:05} others");
+        }
+        out.push('\n');
+    }
+    out
 }
 
 impl Experiment for WakeupResult {
-    const KIND: &'static str = "probe.wakeup";
+    const KIND: &'static str = KIND;
 
     fn table(&self) -> Table {
         let mut t = Table::new(&[

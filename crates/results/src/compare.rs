@@ -25,9 +25,10 @@ pub struct FingerprintChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// B is lower (every metric here is better lower) and the interval excludes zero.
+    /// B is better (lower, or higher for a metric where higher is better, see
+    /// [`MetricComparison::higher_is_better`]) and the interval excludes zero.
     Better,
-    /// B is higher and the interval excludes zero.
+    /// B is worse (the other way) and the interval excludes zero.
     Worse,
     /// The interval includes zero.
     NoDifference,
@@ -76,6 +77,34 @@ pub struct MetricComparison {
     pub p_value: Option<f64>,
     /// How the interval and chance were found.
     pub method: Method,
+    /// True where a higher value is better (capacity, throughput); lower is better otherwise
+    /// (latency, load, dropouts). Files written before the field read as lower is better.
+    #[serde(default)]
+    pub higher_is_better: bool,
+    /// When the interval has no upper end (A had no events, so any rise is an infinite
+    /// change): its lower end, B's change in percent of A is at least this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_at_least_pct: Option<f64>,
+}
+
+impl MetricComparison {
+    /// Whether B is worse than A by more than `pct` percent at the interval's confidence: the
+    /// verdict is worse and the whole interval lies beyond `pct` on the worse side (above
+    /// `+pct` where lower is better, below `−pct` where higher is better). An interval open
+    /// above counts by its lower end ([`MetricComparison::change_at_least_pct`]).
+    pub fn worse_by_more_than(&self, pct: f64) -> bool {
+        if self.verdict != Verdict::Worse {
+            return false;
+        }
+        if self.higher_is_better {
+            self.interval_pct.is_some_and(|[_, hi]| hi < -pct)
+        } else {
+            self.interval_pct
+                .map(|[lo, _]| lo)
+                .or(self.change_at_least_pct)
+                .is_some_and(|lo| lo > pct)
+        }
+    }
 }
 
 /// A distribution drawn in the report: each side's runs merged.

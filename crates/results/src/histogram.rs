@@ -97,6 +97,23 @@ impl EncodedHistogram {
     }
 }
 
+/// The sum of histograms (`Ok(None)` for none); `Err` says why one does not fit the first's
+/// bounds (never for histograms of one [`Scale`]: they have the same bounds).
+pub fn merged<'a>(
+    hs: impl IntoIterator<Item = &'a Histogram<u64>>,
+) -> Result<Option<Histogram<u64>>, String> {
+    let mut it = hs.into_iter();
+    let Some(first) = it.next() else {
+        return Ok(None);
+    };
+    let mut out = first.clone();
+    for h in it {
+        out.add(h)
+            .map_err(|e| format!("histograms do not add: {e:?}"))?;
+    }
+    Ok(Some(out))
+}
+
 /// The unit name of a scale.
 pub fn unit_of(scale: Scale) -> &'static str {
     match scale {

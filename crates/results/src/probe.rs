@@ -1,71 +1,99 @@
-//! The result file of `xrunlab probe wakeup` as `compare` reads it back (the experiments'
-//! envelope, schema [`SCHEMA`], kind [`KIND`]): the machine fingerprint, the settings that make
-//! two probes comparable, and each thread's latencies as HdrHistogram text. The lab crate
-//! writes the file; this type reads only what compare needs. Read on the main thread.
+//! The result of `xrunlab probe wakeup` (kind [`KIND`] in the experiments' envelope): per
+//! measuring thread the scheduling it obtained, its latency figures, cyclictest's 1 µs buckets
+//! and every latency as HdrHistogram text, the engine's load beside it, and the machine
+//! fingerprint. Written by the lab crate, read by `compare` and `report`, on the main thread.
 
 use crate::histogram::EncodedHistogram;
-use crate::read::{parse_typed, ReadError};
-use serde::Deserialize;
+use crate::lab::{parse_lab, Applied, LabResult, Params};
+use crate::read::ReadError;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
-use xrunlab_sys::{Fingerprint, Provenance};
+use xrunlab_sys::{Fingerprint, Outcome};
 
-/// The experiments' envelope schema.
-pub const SCHEMA: &str = "xrunlab.lab/1";
-/// The experiment this type reads.
+pub use crate::lab::SCHEMA;
+/// The experiment's kind.
 pub const KIND: &str = "probe.wakeup";
 
-/// One measuring thread.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct WakeupThread {
-    /// 0-based.
-    pub index: usize,
-    /// Every latency in µs.
-    pub latency_us: EncodedHistogram,
+/// What one thread's latencies say, in microseconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Samples recorded.
+    pub count: u64,
+    /// Smallest latency (exact).
+    pub min_us: f64,
+    /// Mean latency (exact).
+    pub avg_us: f64,
+    /// Median (bucket resolution: 1 µs; the bucket's lower edge).
+    pub p50_us: f64,
+    /// 99th percentile (1 µs resolution; the cap when it lies in the overflow).
+    pub p99_us: f64,
+    /// 99.9th percentile (as p99).
+    pub p999_us: f64,
+    /// Largest latency (exact).
+    pub max_us: f64,
+    /// Samples at or above the cap.
+    pub overflows: u64,
 }
 
-/// What the probe measured, and how.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct WakeupSection {
-    /// The settings as written (threads, class, interval, ...), compared as a workload.
-    pub params: serde_json::Map<String, serde_json::Value>,
-    /// The machine as the probe found it.
+/// One thread's latencies.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThreadLatency {
+    /// 0-based, as cyclictest numbers them.
+    pub index: usize,
+    /// Kernel thread id.
+    pub tid: i32,
+    /// The CPU it was pinned to, if any.
+    pub cpu: Option<usize>,
+    /// Scheduling obtained.
+    pub sched: Applied,
+    /// Figures in µs.
+    pub latency: LatencySummary,
+    /// Counts per 1 µs bucket, from 0 µs up to the cap.
+    pub histogram: Vec<u64>,
+    /// Every latency in µs (overflows included, 1 ns steps) as HdrHistogram interchange text,
+    /// for `compare` and other HdrHistogram readers.
+    pub latency_us: EncodedHistogram,
+    /// Loop numbers of the first overflows.
+    pub overflow_cycles: Vec<u64>,
+}
+
+/// What the engine did while it ran beside the probe.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// Sines it rendered.
+    pub sines: usize,
+    /// Buffers it rendered.
+    pub buffers: u64,
+    /// Dropouts meanwhile.
+    pub dropouts: u64,
+    /// Load p50 in percent of the buffer.
+    pub load_p50_pct: Option<f64>,
+}
+
+/// The probe's result; `P` is the writer's parameter type, [`Params`] for a reader.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WakeupResult<P = Params> {
+    /// What was asked.
+    pub params: P,
+    /// The machine as the probe found it (steal time over the probe), as `run` records it.
     pub fingerprint: Fingerprint,
     /// One entry per thread.
-    pub threads: Vec<WakeupThread>,
+    pub threads: Vec<ThreadLatency>,
+    /// The engine beside the probe, if it ran.
+    pub load: Option<LoadReport>,
+    /// PM QoS outcome.
+    pub pm_qos: Outcome,
+    /// mlockall outcome.
+    pub mlock: Outcome,
+    /// True when the stop flag ended it before every loop ran.
+    pub stopped_early: bool,
 }
 
-/// A `probe wakeup` result as read back.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct WakeupFile {
-    /// [`SCHEMA`].
-    pub schema: String,
-    /// [`KIND`].
-    pub kind: String,
-    /// Where it came from.
-    pub provenance: Provenance,
-    /// True when it was stopped before every loop ran.
-    pub incomplete: bool,
-    /// The probe.
-    pub result: WakeupSection,
-}
+/// A `probe wakeup` file as read back.
+pub type WakeupFile = LabResult<WakeupResult>;
 
 /// Reads `text` (from `path`) as a probe-wakeup result; an experiment of another kind is
 /// refused naming the field `kind`.
 pub fn parse_wakeup(path: &Path, text: &str) -> Result<WakeupFile, ReadError> {
-    // Text that is not JSON is named by parse_typed (truncated or not).
-    if let Ok(file) = serde_json::from_str::<serde_json::Value>(text) {
-        if file.get("schema").and_then(|s| s.as_str()) == Some(SCHEMA) {
-            match file.get("kind").and_then(|k| k.as_str()) {
-                Some(KIND) | None => {}
-                Some(other) => {
-                    return Err(ReadError::new(
-                        path,
-                        "kind",
-                        format!("is {other:?}; compare reads {KIND:?} experiments"),
-                    ))
-                }
-            }
-        }
-    }
-    parse_typed(path, text, SCHEMA)
+    parse_lab(path, text, KIND)
 }
