@@ -297,6 +297,33 @@ test('a refused setting shows its reason', async () => {
   await page.screenshot({ path: join(ARTIFACTS, 'refused.png') });
 });
 
+test('a number being typed is not overwritten when the status is redrawn', async () => {
+  // Another client's change moves config_version and the page redraws every control from the
+  // new status: a box the user is typing into (focused, not yet committed) keeps what they typed.
+  const before = (await api('/api/config')).busy.duty_pct;
+  const typed = before === 45 ? '55' : '45';
+  await page.fill('[id="c-busy.duty_pct"]', typed);
+  const status = await api('/api/status');
+  await put('/api/fault', { stall_ms: 1, every_ms: 5000 });
+  await page.waitForFunction(
+    (v) => (/** @type {any} */ (window).xrunlab.state.status?.config_version ?? 0) > v,
+    status.config_version,
+    { timeout: 5000 },
+  );
+  await page.waitForTimeout(300);
+  assert.equal(await page.inputValue('[id="c-busy.duty_pct"]'), typed, 'the typed value survived the redraw');
+  await page.dispatchEvent('[id="c-busy.duty_pct"]', 'change');
+  await put('/api/fault', { stall_ms: 0 });
+  for (let i = 0; i < 50 && (await api('/api/config')).busy.duty_pct !== Number(typed); i++) await page.waitForTimeout(100);
+  assert.equal((await api('/api/config')).busy.duty_pct, Number(typed));
+  // Committed: the next redraw updates the box again (here to the value it already holds).
+  assert.equal(await page.inputValue('[id="c-busy.duty_pct"]'), typed);
+  await page.fill('[id="c-busy.duty_pct"]', String(before));
+  await page.dispatchEvent('[id="c-busy.duty_pct"]', 'change');
+  for (let i = 0; i < 50 && (await api('/api/config')).busy.duty_pct !== before; i++) await page.waitForTimeout(100);
+  assert.equal((await api('/api/config')).busy.duty_pct, before);
+});
+
 test('the input toggle restarts audio with input and the meter shows its level', async () => {
   await page.check('[id="c-input"]');
   await page.waitForFunction(() => /dBFS/.test(document.getElementById('input-level')?.textContent ?? ''), null, { timeout: 5000 });

@@ -301,7 +301,13 @@ export class Controls {
         num.value = String(fromSlider(Number(slider.value)));
       });
       slider.addEventListener('change', () => this.apply(spec.path, fromSlider(Number(slider.value))));
-      num.addEventListener('change', () => this.apply(spec.path, Number(num.value)));
+      // What the updater last wrote into the number box: a box that has focus and holds
+      // something else is being typed into, and the next status must not overwrite it.
+      let shown = num.value;
+      num.addEventListener('change', () => {
+        shown = num.value;
+        this.apply(spec.path, Number(num.value));
+      });
       this.updaters.push((s) => {
         const [min, max] = this.range(spec);
         const [, sliderMax] = this.span(spec);
@@ -313,9 +319,11 @@ export class Controls {
         num.min = String(min);
         num.max = String(max);
         const v = getPath(s.config, spec.path);
-        if (typeof v === 'number') {
+        const typing = document.activeElement === num && num.value !== shown;
+        if (typeof v === 'number' && !typing) {
           slider.value = String(toSlider(v));
           num.value = String(v);
+          shown = num.value;
         }
       });
       row.dataset.limit = spec.limit;
