@@ -5,7 +5,6 @@
 
 use crate::cli::parse::WatchServer;
 use crate::cli::watch::WatchArgs;
-use crate::csv_out::partial_path;
 use crate::files;
 use crate::signals::StopSignals;
 use crate::watch_source::{self, JackChain, Source, SourceEvent};
@@ -14,10 +13,10 @@ use crate::Failure;
 use serde::Serialize;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::time::{Duration, Instant};
+use xrunlab_results::write::PartialFile;
 use xrunlab_sys::provenance::Provenance;
 use xrunlab_trace::blame::LEAD_IN_NS;
 use xrunlab_trace::perfetto::KERNEL_PID;
@@ -123,8 +122,10 @@ struct Output {
     started: Instant,
     /// The live node view, unless --batch or stdout is not a terminal.
     view: Option<LiveView>,
-    lines: Option<(BufWriter<File>, PathBuf, PathBuf)>,
-    trace: Option<PerfettoWriter>,
+    /// `--json-lines`: one record a line into its partial file, committed at the end.
+    lines: Option<PartialFile>,
+    /// `--trace`: streamed into its partial file, committed at the end when complete.
+    trace: Option<PerfettoWriter<PartialFile>>,
     tracks: HashMap<u32, Track>,
 }
 
@@ -141,16 +142,17 @@ impl Output {
             Some(v) => v.log(line),
             None => println!("{line}"),
         }
-        if let Some((out, _, partial)) = self.lines.as_mut() {
+        if let Some(out) = self.lines.as_mut() {
             // When it was printed, for the delay from the xrun to its card (bench watch).
             let record = json!({"verdict": verdict, "reported_ns": now_ns(), "card": c});
-            serde_json::to_writer(&mut *out, &record).map_err(|e| {
+            let cannot = |e: &dyn std::fmt::Display, partial: &Path| {
                 Failure::Runtime(format!("cannot write {}: {e}", partial.display()))
-            })?;
+            };
+            serde_json::to_writer(&mut *out, &record).map_err(|e| cannot(&e, out.partial()))?;
             // One record a line, on disk as it happens: a killed watch loses none.
-            writeln!(out).and_then(|_| out.flush()).map_err(|e| {
-                Failure::Runtime(format!("cannot write {}: {e}", partial.display()))
-            })?;
+            writeln!(out)
+                .and_then(|_| out.flush())
+                .map_err(|e| cannot(&e, out.partial()))?;
         }
         if let Some(t) = self.trace.as_mut() {
             let track = c
@@ -428,26 +430,18 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
     let server = source.describe();
     let kernel = KernelSide::start(args.no_kernel);
     let lines = match &args.json_lines {
-        Some(target) => {
-            let partial = partial_path(target);
-            let file = File::create(&partial).map_err(|e| {
-                Failure::Runtime(format!("cannot create {}: {e}", partial.display()))
-            })?;
-            Some((BufWriter::new(file), target.clone(), partial))
-        }
+        Some(target) => Some(PartialFile::create(target)?),
         None => None,
     };
     let trace = match &args.trace {
-        Some(p) => Some(
-            PerfettoWriter::create(
-                p,
-                PerfettoOptions {
-                    max_events: Some(2_000_000),
-                    every_nth_buffer: 1,
-                },
-            )
-            .map_err(|e| Failure::Runtime(e.to_string()))?,
-        ),
+        Some(p) => Some(PerfettoWriter::to_writer(
+            PartialFile::with_capacity(p, 1 << 16)?,
+            p,
+            PerfettoOptions {
+                max_events: Some(2_000_000),
+                every_nth_buffer: 1,
+            },
+        )),
         None => None,
     };
     let batch = args.batch || !std::io::stdout().is_terminal();
@@ -622,14 +616,11 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             false,
         )?;
     }
-    if let Some((mut w, target, partial)) = out.lines.take() {
-        w.flush()
-            .and_then(|_| std::fs::rename(&partial, &target))
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", target.display())))?;
+    if let Some(lines) = out.lines.take() {
+        lines.commit()?;
     }
     if let Some(t) = out.trace.take() {
-        let s = t.finish();
-        if let Some(w) = s.warning {
+        if let Some(w) = finish_trace(t) {
             eprintln!("warning: {w}");
         }
     }
@@ -638,6 +629,23 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             "{why}; what was seen until then is written"
         ))),
         None => Ok(()),
+    }
+}
+
+/// Closes `--trace`'s document and commits it over its target; what went wrong, if anything
+/// (a trace that stopped early stays in its partial file, which the warning names).
+fn finish_trace(t: PerfettoWriter<PartialFile>) -> Option<String> {
+    match t.finish_into() {
+        (s, Some(out)) if s.complete => out.commit().err().map(|e| e.to_string()),
+        (s, _) => {
+            // The writer was named after the target; its partial file is beside it.
+            let kept = xrunlab_results::write::partial_path(&s.path);
+            let why = s.warning.unwrap_or_else(|| "the trace stopped".into());
+            Some(format!(
+                "{why}; what was written is in {} (not valid JSON)",
+                kept.display()
+            ))
+        }
     }
 }
 
