@@ -10,6 +10,9 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use xrunlab_results::read::read_typed;
+use xrunlab_results::run::{self, RunFile};
+use xrunlab_results::watch::KernelNote;
 
 /// One mode's figures.
 struct Figures {
@@ -126,7 +129,6 @@ fn one_mode(
         // The baseline: the culprit alone for as long, to see what watching costs the graph.
         std::thread::sleep(args.duration);
         std::fs::write(&lines, "").map_err(|e| Failure::Runtime(e.to_string()))?;
-        std::fs::write(&json, "{}").map_err(|e| Failure::Runtime(e.to_string()))?;
         (0.0, 0)
     };
     let _ = culprit.wait();
@@ -143,26 +145,28 @@ fn one_mode(
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let summary: Value =
-        serde_json::from_str(&read(&json)?).map_err(|e| Failure::Runtime(e.to_string()))?;
-    let run: Value =
-        serde_json::from_str(&read(&run_json)?).map_err(|e| Failure::Runtime(e.to_string()))?;
-    let bystander: Value = serde_json::from_str(&read(&bystander_json)?)
-        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    let typed = |e: xrunlab_results::ReadError| Failure::Runtime(e.to_string());
+    // The baseline has no watch, so no summary: nothing lost, nothing to note.
+    let kernel_events = if watching {
+        xrunlab_results::watch::read_watch(&json)
+            .map_err(typed)?
+            .kernel_events
+    } else {
+        KernelNote {
+            recorded: false,
+            note: String::new(),
+            lost: 0,
+        }
+    };
+    let run: RunFile = read_typed(&run_json, run::SCHEMA).map_err(typed)?;
+    let bystander: RunFile = read_typed(&bystander_json, run::SCHEMA).map_err(typed)?;
     // The stalls that fell inside the watch: it started about 1 s into the culprit's run.
-    let induced = run["events"]
-        .as_array()
-        .map(|e| {
-            e.iter()
-                .filter(|e| e["kind"].as_str().is_some_and(|k| k.contains("stall")))
-                .filter(|e| {
-                    e["t_s"]
-                        .as_f64()
-                        .is_some_and(|t| t > 1.3 && t < 1.0 + secs - 0.3)
-                })
-                .count()
-        })
-        .unwrap_or(0);
+    let induced = run
+        .events
+        .iter()
+        .filter(|e| e.kind.contains("stall"))
+        .filter(|e| e.t_s > 1.3 && e.t_s < 1.0 + secs - 0.3)
+        .count();
     let with_node = records
         .iter()
         .filter(|r| r["card"]["xrun"]["node"]["name"].is_string())
@@ -199,18 +203,11 @@ fn one_mode(
         with_node,
         delay_p50_ms: delays.get(delays.len() / 2).copied().unwrap_or(f64::NAN),
         delay_max_ms: delays.last().copied().unwrap_or(f64::NAN),
-        lost: summary["kernel_events"]["lost"].as_u64().unwrap_or(0),
-        kernel_note: summary["kernel_events"]["note"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned(),
+        lost: kernel_events.lost,
+        kernel_note: kernel_events.note,
         bystander_load: (
-            bystander["summary"]["load_pct"]["p50"]
-                .as_f64()
-                .unwrap_or(f64::NAN),
-            bystander["summary"]["load_pct"]["p99"]
-                .as_f64()
-                .unwrap_or(f64::NAN),
+            bystander.summary.load_pct.p50,
+            bystander.summary.load_pct.p99,
         ),
     })
 }

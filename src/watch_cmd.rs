@@ -10,12 +10,12 @@ use crate::signals::StopSignals;
 use crate::watch_source::{self, JackChain, Source, SourceEvent};
 use crate::watch_view::{LiveView, Screen};
 use crate::Failure;
-use serde::Serialize;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
+use xrunlab_results::watch::{KernelNote, WatchResult, SCHEMA};
 use xrunlab_results::write::PartialFile;
 use xrunlab_sys::provenance::Provenance;
 use xrunlab_trace::blame::LEAD_IN_NS;
@@ -27,8 +27,6 @@ use xrunlab_watch::{
     Tally, Xrun,
 };
 
-/// The result file's schema.
-const SCHEMA: &str = "xrunlab.watch.v1";
 /// How long after an xrun's deadline the kernel's events are taken: the tracer's reader drains
 /// every 10 ms, so this leaves it time to have the whole window.
 const SETTLE_NS: u64 = TAIL_NS + 50_000_000;
@@ -58,29 +56,6 @@ const FAULT_SAMPLE: Duration = Duration::from_millis(250);
 const FAULT_SAMPLES_KEPT: usize = 8;
 /// How often --json is rewritten while watching, so a killed watch leaves a recent summary.
 const CHECKPOINT: Duration = Duration::from_secs(10);
-
-/// The --json file.
-#[derive(Serialize)]
-struct WatchResult<'a> {
-    schema: &'static str,
-    provenance: &'a Provenance,
-    server: &'a str,
-    duration_s: f64,
-    end_reason: &'a str,
-    checkpoint: bool,
-    kernel_events: KernelNote<'a>,
-    profiler_gaps: u64,
-    /// JACK2 calls back once per late cycle: the callbacks after the first of one overrun.
-    jack_repeat_callbacks: u64,
-    summary: Summary,
-}
-
-#[derive(Serialize)]
-struct KernelNote<'a> {
-    recorded: bool,
-    note: &'a str,
-    lost: u64,
-}
 
 /// The kernel side: a running tracer, or why there is none.
 struct KernelSide {
@@ -822,18 +797,18 @@ fn write_result(
 ) -> Result<(), Failure> {
     let lost = kernel.tracer.as_ref().map_or(0, |t| t.stats().lost_total);
     let result = WatchResult {
-        schema: SCHEMA,
-        provenance,
-        server,
+        schema: SCHEMA.to_owned(),
+        provenance: provenance.clone(),
+        server: server.to_owned(),
         duration_s: started.elapsed().as_secs_f64(),
-        end_reason,
+        end_reason: end_reason.to_owned(),
         checkpoint,
         kernel_events: KernelNote {
             recorded: kernel.tracer.is_some(),
             note: if kernel.tracer.is_some() {
-                "recorded"
+                "recorded".to_owned()
             } else {
-                &kernel.missing
+                kernel.missing.clone()
             },
             lost,
         },
@@ -841,8 +816,7 @@ fn write_result(
         jack_repeat_callbacks: st.jack_repeats,
         summary: st.tally.summary(&st.detector),
     };
-    let bytes = serde_json::to_vec_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;
-    Ok(files::write_atomically(path, &bytes)?)
+    Ok(xrunlab_results::write::write_json(path, &result)?)
 }
 
 fn print_summary(server: &str, elapsed: Duration, s: &Summary, gaps: u64, end_reason: &str) {
