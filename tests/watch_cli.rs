@@ -11,6 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 use xrunlab_jack_testkit::{late_client, take_turn, TestPipeWire, TestServer};
+use xrunlab_results::bench_watch::read_bench_watch;
 use xrunlab_results::watch::{read_watch, WatchResult};
 use xrunlab_testkit::{reap, RtHog};
 
@@ -684,6 +685,65 @@ fn sigterm_ends_a_watch_cleanly_with_its_files() {
         "--json-lines is in place, even with no xrun in it"
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("watched JACK server"));
+}
+
+#[test]
+fn bench_watch_writes_every_modes_figures_typed() {
+    let _turn = take_turn();
+    let server = TestServer::start("xbenchwatch", 256);
+    let dir = scratch("bench-watch");
+    let json = dir.join("bench-watch.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["bench", "watch", "--server", "jack", "--jack-server"])
+        .arg(server.name())
+        .args(["--duration", "3s", "--stall-every", "500ms", "--json"])
+        .arg(&json)
+        .output()
+        .expect("bench watch runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = read_bench_watch(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
+    assert_eq!(r.server, "JACK");
+    assert!(r.provenance.end_time.is_some(), "provenance finished");
+    let modes: Vec<(&str, bool)> = r
+        .modes
+        .iter()
+        .map(|m| (m.mode.as_str(), m.watching))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("not watched", false),
+            ("without (--no-kernel)", true),
+            ("with kernel events", true)
+        ]
+    );
+    for m in &r.modes {
+        assert!(m.induced > 0, "the culprit stalled inside the watch: {m:?}");
+        assert!(
+            m.bystander_load_p50_pct.is_some_and(|p| p > 0.0),
+            "the bystander's load: {m:?}"
+        );
+    }
+    for watched in &r.modes[1..] {
+        assert!(
+            watched.cards > 0 && watched.named <= watched.with_node,
+            "watch reported the culprit's xruns: {watched:?}"
+        );
+        assert!(
+            watched.delay_p50_ms.is_some() && watched.cpu_pct > 0.0,
+            "{watched:?}"
+        );
+    }
+    // On JACK2 a card names a node only from the kernel's wake chain.
+    let kernel = &r.modes[2];
+    if kernel.kernel_note == "recorded" {
+        assert!(kernel.named > 0, "the culprit named: {kernel:?}");
+    }
+    assert_eq!(r.modes[0].cards, 0, "nothing watched, nothing reported");
 }
 
 #[test]
