@@ -2,54 +2,13 @@
 
 use crate::cli::{BenchArgs, BenchMode};
 use crate::Failure;
-use serde::Serialize;
 use std::time::{Duration, Instant};
-use xrunlab_dsp::measure::{kernel_throughput, KernelFigures};
+use xrunlab_dsp::measure::kernel_throughput;
 use xrunlab_dsp::{ChordLayout, ChordNotes, Kernel};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{Distribution, Engine, EngineConfig, Percentiles, Scale};
+use xrunlab_results::bench::{BenchResult, OverheadFigures, Roofline, SCHEMA};
 use xrunlab_sys::Provenance;
-
-/// The engine's own cost: a render with nothing to compute.
-#[derive(Debug, Clone, Serialize)]
-pub struct OverheadFigures {
-    pub sines: usize,
-    pub threads: usize,
-    pub buffer_frames: u32,
-    pub buffers: usize,
-    /// Render start to end (wake workers, wait, mix, record), microseconds.
-    pub render_us: Percentiles,
-    /// Part of the render spent waiting for the OS to run a woken worker
-    /// (render start to the last worker running), microseconds.
-    pub os_handoff_us: Percentiles,
-    /// The engine's own time: render minus the OS hand-off, microseconds.
-    pub engine_own_us: Percentiles,
-    /// Worker wake-up latency, microseconds.
-    pub worker_wake_us: Percentiles,
-    /// The driver's scheduling as obtained.
-    pub driver_sched: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-struct BenchResult {
-    schema: &'static str,
-    provenance: Provenance,
-    kernels: Vec<KernelFigures>,
-    fast_over_reference: f64,
-    roofline: Roofline,
-    overhead: OverheadFigures,
-}
-
-/// The fast kernel against this CPU's own limit (see xrunlab_dsp::roofline).
-#[derive(Debug, Clone, Serialize)]
-struct Roofline {
-    peak_unit: &'static str,
-    peak_ops_per_ns: f64,
-    fp_ops_per_8_partial_samples: u32,
-    roofline_ns_per_partial_sample: f64,
-    fast_ns_per_partial_sample: f64,
-    fast_pct_of_roofline: f64,
-}
 
 fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
     let config = EngineConfig {
@@ -151,7 +110,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
     let roof_ns = xrunlab_dsp::roofline::fast_kernel_roofline_ns(&peak);
     let fast_ns = kernels[1].ns_per_partial_sample;
     let roofline = Roofline {
-        peak_unit: peak.unit,
+        peak_unit: peak.unit.to_owned(),
         peak_ops_per_ns: peak.ops_per_ns,
         fp_ops_per_8_partial_samples: xrunlab_dsp::roofline::FAST_FP_OPS_PER_8_PARTIAL_SAMPLES,
         roofline_ns_per_partial_sample: roof_ns,
@@ -200,7 +159,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         let mut provenance = provenance;
         provenance.finish();
         let result = BenchResult {
-            schema: "xrunlab.bench/1",
+            schema: SCHEMA.to_owned(),
             provenance,
             kernels,
             fast_over_reference: ratio,

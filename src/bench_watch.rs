@@ -10,24 +10,11 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// One mode's figures.
-struct Figures {
-    mode: &'static str,
-    cpu_pct: f64,
-    induced: usize,
-    cards: usize,
-    named: usize,
-    /// Cards that name a node (not driver-side, not unattributed).
-    with_node: usize,
-    delay_p50_ms: f64,
-    delay_max_ms: f64,
-    lost: u64,
-    kernel_note: String,
-    /// A well-behaved client's load (its render time / period) p50 and p99, %: watch's effect
-    /// on the graph.
-    bystander_load: (f64, f64),
-}
+use xrunlab_results::bench_watch::{BenchWatchResult, ModeFigures, SCHEMA};
+use xrunlab_results::read::read_typed;
+use xrunlab_results::run::{self, RunFile};
+use xrunlab_results::watch::KernelNote;
+use xrunlab_sys::Provenance;
 
 /// CPU time of a finished child, from wait4's resource usage: seconds.
 fn wait_cpu(pid: i32) -> Result<(f64, i32), Failure> {
@@ -51,7 +38,7 @@ fn one_mode(
     pipewire: bool,
     watching: bool,
     kernel: bool,
-) -> Result<Figures, Failure> {
+) -> Result<ModeFigures, Failure> {
     let exe = std::env::current_exe().map_err(|e| Failure::Runtime(e.to_string()))?;
     let dir = tempfile::tempdir().map_err(|e| Failure::Runtime(e.to_string()))?;
     let (run_json, lines, json) = (
@@ -126,7 +113,6 @@ fn one_mode(
         // The baseline: the culprit alone for as long, to see what watching costs the graph.
         std::thread::sleep(args.duration);
         std::fs::write(&lines, "").map_err(|e| Failure::Runtime(e.to_string()))?;
-        std::fs::write(&json, "{}").map_err(|e| Failure::Runtime(e.to_string()))?;
         (0.0, 0)
     };
     let _ = culprit.wait();
@@ -143,26 +129,28 @@ fn one_mode(
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let summary: Value =
-        serde_json::from_str(&read(&json)?).map_err(|e| Failure::Runtime(e.to_string()))?;
-    let run: Value =
-        serde_json::from_str(&read(&run_json)?).map_err(|e| Failure::Runtime(e.to_string()))?;
-    let bystander: Value = serde_json::from_str(&read(&bystander_json)?)
-        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    let typed = |e: xrunlab_results::ReadError| Failure::Runtime(e.to_string());
+    // The baseline has no watch, so no summary: nothing lost, nothing to note.
+    let kernel_events = if watching {
+        xrunlab_results::watch::read_watch(&json)
+            .map_err(typed)?
+            .kernel_events
+    } else {
+        KernelNote {
+            recorded: false,
+            note: String::new(),
+            lost: 0,
+        }
+    };
+    let run: RunFile = read_typed(&run_json, run::SCHEMA).map_err(typed)?;
+    let bystander: RunFile = read_typed(&bystander_json, run::SCHEMA).map_err(typed)?;
     // The stalls that fell inside the watch: it started about 1 s into the culprit's run.
-    let induced = run["events"]
-        .as_array()
-        .map(|e| {
-            e.iter()
-                .filter(|e| e["kind"].as_str().is_some_and(|k| k.contains("stall")))
-                .filter(|e| {
-                    e["t_s"]
-                        .as_f64()
-                        .is_some_and(|t| t > 1.3 && t < 1.0 + secs - 0.3)
-                })
-                .count()
-        })
-        .unwrap_or(0);
+    let induced = run
+        .events
+        .iter()
+        .filter(|e| e.kind.contains("stall"))
+        .filter(|e| e.t_s > 1.3 && e.t_s < 1.0 + secs - 0.3)
+        .count();
     let with_node = records
         .iter()
         .filter(|r| r["card"]["xrun"]["node"]["name"].is_string())
@@ -186,37 +174,38 @@ fn one_mode(
         })
         .collect();
     delays.sort_by(f64::total_cmp);
-    Ok(Figures {
+    Ok(ModeFigures {
         mode: match (watching, kernel) {
             (false, _) => "not watched",
             (true, true) => "with kernel events",
             (true, false) => "without (--no-kernel)",
-        },
+        }
+        .to_owned(),
+        watching,
         cpu_pct: cpu_s / secs * 100.0,
         induced,
         cards: records.len(),
         named,
         with_node,
-        delay_p50_ms: delays.get(delays.len() / 2).copied().unwrap_or(f64::NAN),
-        delay_max_ms: delays.last().copied().unwrap_or(f64::NAN),
-        lost: summary["kernel_events"]["lost"].as_u64().unwrap_or(0),
-        kernel_note: summary["kernel_events"]["note"]
-            .as_str()
-            .unwrap_or("")
-            .to_owned(),
-        bystander_load: (
-            bystander["summary"]["load_pct"]["p50"]
-                .as_f64()
-                .unwrap_or(f64::NAN),
-            bystander["summary"]["load_pct"]["p99"]
-                .as_f64()
-                .unwrap_or(f64::NAN),
-        ),
+        delay_p50_ms: delays.get(delays.len() / 2).copied(),
+        delay_max_ms: delays.last().copied(),
+        lost: kernel_events.lost,
+        kernel_note: kernel_events.note,
+        bystander_load_p50_pct: Some(bystander.summary.load_pct.p50),
+        bystander_load_p99_pct: Some(bystander.summary.load_pct.p99),
     })
 }
 
 /// Runs `xrunlab bench watch`.
 pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
+    if let Some(p) = &args.json {
+        crate::files::check_writable("--json", p)?;
+    }
+    let mut provenance = Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    );
     let pipewire = match args.server {
         WatchServer::Pipewire => true,
         WatchServer::Jack => false,
@@ -232,6 +221,7 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
         "{:<22} {:>7} {:>8} {:>6} {:>6} {:>8} {:>10} {:>10} {:>5}  bystander load p50/p99",
         "mode", "CPU %", "induced", "cards", "named", "right %", "delay p50", "delay max", "lost"
     );
+    let mut modes = Vec::new();
     for (watching, kernel) in [(false, false), (true, false), (true, true)] {
         let f = one_mode(args, pipewire, watching, kernel)?;
         // Of the cards that name a node, the share that names the culprit: driver-side cards
@@ -241,18 +231,24 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
         } else {
             f.named as f64 * 100.0 / f.with_node as f64
         };
-        let load = format!("{:.2}/{:.2} %", f.bystander_load.0, f.bystander_load.1);
+        let pct = |p: Option<f64>| p.map_or("-".to_owned(), |p| format!("{p:.2}"));
+        let ms = |p: Option<f64>| p.map_or("-".to_owned(), |p| format!("{p:.0}ms"));
+        let load = format!(
+            "{}/{} %",
+            pct(f.bystander_load_p50_pct),
+            pct(f.bystander_load_p99_pct)
+        );
         if watching {
             println!(
-                "{:<22} {:>7.2} {:>8} {:>6} {:>6} {:>8.1} {:>8.0}ms {:>8.0}ms {:>5}  {load}",
+                "{:<22} {:>7.2} {:>8} {:>6} {:>6} {:>8.1} {:>10} {:>10} {:>5}  {load}",
                 f.mode,
                 f.cpu_pct,
                 f.induced,
                 f.cards,
                 f.named,
                 named_pct,
-                f.delay_p50_ms,
-                f.delay_max_ms,
+                ms(f.delay_p50_ms),
+                ms(f.delay_max_ms),
                 f.lost,
             );
         } else {
@@ -264,6 +260,7 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
         if kernel && f.kernel_note != "recorded" {
             println!("  kernel events were not recorded: {}", f.kernel_note);
         }
+        modes.push(f);
     }
     println!(
         "CPU %: watch's own user+system time over the watch, of one CPU. induced: the culprit's \
@@ -275,5 +272,17 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
          effect on the graph (one run each: a difference within this machine's 10-20 % \
          run-to-run noise shows nothing)."
     );
+    if let Some(p) = &args.json {
+        provenance.finish();
+        let result = BenchWatchResult {
+            schema: SCHEMA.to_owned(),
+            provenance,
+            server: if pipewire { "PipeWire" } else { "JACK" }.to_owned(),
+            duration_s: args.duration.as_secs_f64(),
+            stall_every_s: args.stall_every.as_secs_f64(),
+            modes,
+        };
+        xrunlab_results::write::write_json(p, &result)?;
+    }
     Ok(())
 }

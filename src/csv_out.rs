@@ -4,40 +4,28 @@
 //! destroy the previous file at that path nor lose what it measured. The rows
 //! go to `FILE.PID.partial` (PID: this process), which survives `kill -9` with
 //! every row up to about a second old, and `FILE` is replaced only when the
-//! run ends, by a rename.
+//! run ends, by results' [`PartialFile`] commit (fsync, rename, fsync of the directory).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use xrunlab_engine::BufferReport;
+use xrunlab_results::write::PartialFile;
 
 /// Rows reach the file at least this often, so a killed run loses at most this much.
 const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
 pub struct CsvOut {
-    out: BufWriter<File>,
+    out: PartialFile,
     threads: usize,
-    target: PathBuf,
-    partial: PathBuf,
     last_flush: Instant,
-}
-
-/// The in-progress file of a CSV bound for `target`.
-pub fn partial_path(target: &Path) -> PathBuf {
-    let mut name = target.as_os_str().to_owned();
-    name.push(format!(".{}.partial", std::process::id()));
-    PathBuf::from(name)
 }
 
 impl CsvOut {
     /// Creates the in-progress file beside `target` and writes the header;
     /// `threads` audio threads get columns (driver first). `target` is not touched.
     pub fn create(target: &Path, threads: usize) -> Result<CsvOut, String> {
-        let partial = partial_path(target);
-        let file = File::create(&partial)
-            .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
-        let mut out = BufWriter::new(file);
+        let mut out = PartialFile::create(target).map_err(|e| e.to_string())?;
         let mut header = String::from(
             "epoch,seq,frames,sample_rate,period_start_ns,deadline_ns,driver_wake_ns,render_start_ns,render_end_ns,\
              load_pct,active_sines,burst,late,device_xrun,dropout,input_peak,server_load_pct,\
@@ -58,26 +46,24 @@ impl CsvOut {
             }
         }
         writeln!(out, "{header}")
-            .map_err(|e| format!("cannot write {}: {e}", partial.display()))?;
+            .map_err(|e| format!("cannot write {}: {e}", out.partial().display()))?;
         Ok(CsvOut {
             out,
             threads,
-            target: target.to_path_buf(),
-            partial,
             last_flush: Instant::now(),
         })
     }
 
     /// The in-progress file.
     pub fn partial(&self) -> &Path {
-        &self.partial
+        self.out.partial()
     }
 
     fn write_error(&self, e: std::io::Error) -> String {
         format!(
             "cannot write {}: {e}; the rows written until then stay in {}",
-            self.target.display(),
-            self.partial.display()
+            self.out.target().display(),
+            self.out.partial().display()
         )
     }
 
@@ -143,21 +129,10 @@ impl CsvOut {
         self.out.flush().map_err(|e| self.write_error(e))
     }
 
-    /// Flushes every row and renames the in-progress file to the target.
-    pub fn finish(mut self) -> Result<(), String> {
-        self.out.flush().map_err(|e| self.write_error(e))?;
-        self.out
-            .get_ref()
-            .sync_all()
-            .map_err(|e| self.write_error(e))?;
-        std::fs::rename(&self.partial, &self.target).map_err(|e| {
-            format!(
-                "cannot rename {} to {}: {e}; the rows are in {}",
-                self.partial.display(),
-                self.target.display(),
-                self.partial.display()
-            )
-        })
+    /// Flushes every row and commits the in-progress file over the target (fsynced); on an
+    /// error the rows stay in the in-progress file, which the error names.
+    pub fn finish(self) -> Result<(), String> {
+        self.out.commit().map_err(|e| e.to_string())
     }
 }
 

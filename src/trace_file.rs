@@ -1,4 +1,4 @@
-//! `run --trace FILE`: a Perfetto trace of the run (Chrome JSON trace event format), streamed as buffers are drained into `FILE.PID.partial` and renamed to `FILE` at the end; runs on the main thread.
+//! `run --trace FILE`: a Perfetto trace of the run (Chrome JSON trace event format), streamed as buffers are drained into `FILE.PID.partial` and committed over `FILE` at the end (results' `PartialFile`: fsync, rename); runs on the main thread.
 //!
 //! What it holds: one track per audio thread with a `wake-up` slice (period start to the
 //! thread running) and a `render` slice (its work) per buffer; counters for load, active
@@ -10,8 +10,6 @@
 //! run goes on and its result says so.
 
 use serde::Serialize;
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab_engine::explain::counters::SystemCounters;
@@ -19,6 +17,7 @@ use xrunlab_engine::explain::perfetto::BufferTrace;
 use xrunlab_engine::explain::trace::{Cursor, PerfettoOptions, PerfettoWriter, TraceEvent, Tracer};
 use xrunlab_engine::explain::Dropout;
 use xrunlab_engine::{BufferReport, ThreadInfo};
+use xrunlab_results::write::PartialFile;
 
 /// How often power and CPU frequency counters are sampled.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -42,17 +41,9 @@ pub struct TraceFileReport {
     pub warning: Option<String>,
 }
 
-/// The in-progress file of a trace bound for `target`.
-fn partial_path(target: &Path) -> PathBuf {
-    let mut name = target.as_os_str().to_owned();
-    name.push(format!(".{}.partial", std::process::id()));
-    PathBuf::from(name)
-}
-
 /// A trace file being written.
 pub struct TraceFile {
-    trace: BufferTrace<BufWriter<File>>,
-    target: PathBuf,
+    trace: BufferTrace<PartialFile>,
     partial: PathBuf,
     every_nth_buffer: u32,
     cursor: Cursor,
@@ -71,12 +62,13 @@ impl TraceFile {
         every_nth_buffer: u32,
         freq_cpus: Vec<usize>,
     ) -> Result<TraceFile, String> {
-        let partial = partial_path(target);
         let options = PerfettoOptions {
             max_events: Some(max_events),
             every_nth_buffer,
         };
-        let writer = PerfettoWriter::create(&partial, options).map_err(|e| e.to_string())?;
+        let out = PartialFile::with_capacity(target, 1 << 16).map_err(|e| e.to_string())?;
+        let partial = out.partial().to_path_buf();
+        let writer = PerfettoWriter::to_writer(out, &partial, options);
         let pid = std::process::id() as i32;
         let trace = BufferTrace::new(
             writer,
@@ -85,7 +77,6 @@ impl TraceFile {
         );
         Ok(TraceFile {
             trace,
-            target: target.to_path_buf(),
             partial,
             every_nth_buffer,
             cursor: Cursor::default(),
@@ -148,12 +139,12 @@ impl TraceFile {
 
     /// Closes the JSON document (its metadata saying where the power and frequency counters
     /// came from; `kernel_freq` as [`SystemCounters::notes`] takes it) and renames it into
-    /// place; a trace that stopped early stays in its in-progress file, which the report names.
+    /// place (fsynced); a trace that stopped early stays in its in-progress file, which the
+    /// report names.
     pub fn finish(self, kernel_freq: Option<bool>) -> TraceFileReport {
         let TraceFile {
             mut trace,
             counters,
-            target,
             partial,
             every_nth_buffer,
             kernel_missed,
@@ -161,29 +152,29 @@ impl TraceFile {
             ..
         } = self;
         trace.counter_notes(counters.notes(kernel_freq));
-        let summary = trace.into_writer().finish();
+        let (summary, out) = trace.into_writer().finish_into();
         let mut warning = summary.warning.clone();
         let mut path = partial.clone();
         let mut renamed = false;
-        if summary.complete {
-            match std::fs::rename(&partial, &target) {
-                Ok(()) => {
-                    path = target;
-                    renamed = true;
-                }
-                Err(e) => {
-                    warning = Some(format!(
-                        "cannot rename {} to {}: {e}; the trace is in the former",
-                        partial.display(),
-                        target.display()
-                    ))
+        match out {
+            Some(out) if summary.complete => {
+                let target = out.target().to_path_buf();
+                match out.commit() {
+                    Ok(()) => {
+                        path = target;
+                        renamed = true;
+                    }
+                    Err(e) => warning = Some(e.to_string()),
                 }
             }
-        } else if let Some(w) = &mut warning {
-            w.push_str(&format!(
-                "; what was written is in {} (not valid JSON)",
-                partial.display()
-            ));
+            _ => {
+                if let Some(w) = &mut warning {
+                    w.push_str(&format!(
+                        "; what was written is in {} (not valid JSON)",
+                        partial.display()
+                    ));
+                }
+            }
         }
         if let (Some(w), false) = (&warning, warned) {
             eprintln!("warning: {w}");

@@ -5,19 +5,18 @@
 
 use crate::cli::parse::WatchServer;
 use crate::cli::watch::WatchArgs;
-use crate::csv_out::partial_path;
 use crate::files;
 use crate::signals::StopSignals;
 use crate::watch_source::{self, JackChain, Source, SourceEvent};
 use crate::watch_view::{LiveView, Screen};
 use crate::Failure;
-use serde::Serialize;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::time::{Duration, Instant};
+use xrunlab_results::watch::{KernelNote, WatchResult, SCHEMA};
+use xrunlab_results::write::PartialFile;
 use xrunlab_sys::provenance::Provenance;
 use xrunlab_trace::blame::LEAD_IN_NS;
 use xrunlab_trace::perfetto::KERNEL_PID;
@@ -28,8 +27,6 @@ use xrunlab_watch::{
     Tally, Xrun,
 };
 
-/// The result file's schema.
-const SCHEMA: &str = "xrunlab.watch.v1";
 /// How long after an xrun's deadline the kernel's events are taken: the tracer's reader drains
 /// every 10 ms, so this leaves it time to have the whole window.
 const SETTLE_NS: u64 = TAIL_NS + 50_000_000;
@@ -59,29 +56,6 @@ const FAULT_SAMPLE: Duration = Duration::from_millis(250);
 const FAULT_SAMPLES_KEPT: usize = 8;
 /// How often --json is rewritten while watching, so a killed watch leaves a recent summary.
 const CHECKPOINT: Duration = Duration::from_secs(10);
-
-/// The --json file.
-#[derive(Serialize)]
-struct WatchResult<'a> {
-    schema: &'static str,
-    provenance: &'a Provenance,
-    server: &'a str,
-    duration_s: f64,
-    end_reason: &'a str,
-    checkpoint: bool,
-    kernel_events: KernelNote<'a>,
-    profiler_gaps: u64,
-    /// JACK2 calls back once per late cycle: the callbacks after the first of one overrun.
-    jack_repeat_callbacks: u64,
-    summary: Summary,
-}
-
-#[derive(Serialize)]
-struct KernelNote<'a> {
-    recorded: bool,
-    note: &'a str,
-    lost: u64,
-}
 
 /// The kernel side: a running tracer, or why there is none.
 struct KernelSide {
@@ -123,8 +97,10 @@ struct Output {
     started: Instant,
     /// The live node view, unless --batch or stdout is not a terminal.
     view: Option<LiveView>,
-    lines: Option<(BufWriter<File>, PathBuf, PathBuf)>,
-    trace: Option<PerfettoWriter>,
+    /// `--json-lines`: one record a line into its partial file, committed at the end.
+    lines: Option<PartialFile>,
+    /// `--trace`: streamed into its partial file, committed at the end when complete.
+    trace: Option<PerfettoWriter<PartialFile>>,
     tracks: HashMap<u32, Track>,
 }
 
@@ -141,16 +117,17 @@ impl Output {
             Some(v) => v.log(line),
             None => println!("{line}"),
         }
-        if let Some((out, _, partial)) = self.lines.as_mut() {
+        if let Some(out) = self.lines.as_mut() {
             // When it was printed, for the delay from the xrun to its card (bench watch).
             let record = json!({"verdict": verdict, "reported_ns": now_ns(), "card": c});
-            serde_json::to_writer(&mut *out, &record).map_err(|e| {
+            let cannot = |e: &dyn std::fmt::Display, partial: &Path| {
                 Failure::Runtime(format!("cannot write {}: {e}", partial.display()))
-            })?;
+            };
+            serde_json::to_writer(&mut *out, &record).map_err(|e| cannot(&e, out.partial()))?;
             // One record a line, on disk as it happens: a killed watch loses none.
-            writeln!(out).and_then(|_| out.flush()).map_err(|e| {
-                Failure::Runtime(format!("cannot write {}: {e}", partial.display()))
-            })?;
+            writeln!(out)
+                .and_then(|_| out.flush())
+                .map_err(|e| cannot(&e, out.partial()))?;
         }
         if let Some(t) = self.trace.as_mut() {
             let track = c
@@ -428,26 +405,18 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
     let server = source.describe();
     let kernel = KernelSide::start(args.no_kernel);
     let lines = match &args.json_lines {
-        Some(target) => {
-            let partial = partial_path(target);
-            let file = File::create(&partial).map_err(|e| {
-                Failure::Runtime(format!("cannot create {}: {e}", partial.display()))
-            })?;
-            Some((BufWriter::new(file), target.clone(), partial))
-        }
+        Some(target) => Some(PartialFile::create(target)?),
         None => None,
     };
     let trace = match &args.trace {
-        Some(p) => Some(
-            PerfettoWriter::create(
-                p,
-                PerfettoOptions {
-                    max_events: Some(2_000_000),
-                    every_nth_buffer: 1,
-                },
-            )
-            .map_err(|e| Failure::Runtime(e.to_string()))?,
-        ),
+        Some(p) => Some(PerfettoWriter::to_writer(
+            PartialFile::with_capacity(p, 1 << 16)?,
+            p,
+            PerfettoOptions {
+                max_events: Some(2_000_000),
+                every_nth_buffer: 1,
+            },
+        )),
         None => None,
     };
     let batch = args.batch || !std::io::stdout().is_terminal();
@@ -622,14 +591,11 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             false,
         )?;
     }
-    if let Some((mut w, target, partial)) = out.lines.take() {
-        w.flush()
-            .and_then(|_| std::fs::rename(&partial, &target))
-            .map_err(|e| Failure::Runtime(format!("cannot write {}: {e}", target.display())))?;
+    if let Some(lines) = out.lines.take() {
+        lines.commit()?;
     }
     if let Some(t) = out.trace.take() {
-        let s = t.finish();
-        if let Some(w) = s.warning {
+        if let Some(w) = finish_trace(t) {
             eprintln!("warning: {w}");
         }
     }
@@ -638,6 +604,23 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             "{why}; what was seen until then is written"
         ))),
         None => Ok(()),
+    }
+}
+
+/// Closes `--trace`'s document and commits it over its target; what went wrong, if anything
+/// (a trace that stopped early stays in its partial file, which the warning names).
+fn finish_trace(t: PerfettoWriter<PartialFile>) -> Option<String> {
+    match t.finish_into() {
+        (s, Some(out)) if s.complete => out.commit().err().map(|e| e.to_string()),
+        (s, _) => {
+            // The writer was named after the target; its partial file is beside it.
+            let kept = xrunlab_results::write::partial_path(&s.path);
+            let why = s.warning.unwrap_or_else(|| "the trace stopped".into());
+            Some(format!(
+                "{why}; what was written is in {} (not valid JSON)",
+                kept.display()
+            ))
+        }
     }
 }
 
@@ -814,18 +797,18 @@ fn write_result(
 ) -> Result<(), Failure> {
     let lost = kernel.tracer.as_ref().map_or(0, |t| t.stats().lost_total);
     let result = WatchResult {
-        schema: SCHEMA,
-        provenance,
-        server,
+        schema: SCHEMA.to_owned(),
+        provenance: provenance.clone(),
+        server: server.to_owned(),
         duration_s: started.elapsed().as_secs_f64(),
-        end_reason,
+        end_reason: end_reason.to_owned(),
         checkpoint,
         kernel_events: KernelNote {
             recorded: kernel.tracer.is_some(),
             note: if kernel.tracer.is_some() {
-                "recorded"
+                "recorded".to_owned()
             } else {
-                &kernel.missing
+                kernel.missing.clone()
             },
             lost,
         },
@@ -833,8 +816,7 @@ fn write_result(
         jack_repeat_callbacks: st.jack_repeats,
         summary: st.tally.summary(&st.detector),
     };
-    let bytes = serde_json::to_vec_pretty(&result).map_err(|e| Failure::Runtime(e.to_string()))?;
-    Ok(files::write_atomically(path, &bytes)?)
+    Ok(xrunlab_results::write::write_json(path, &result)?)
 }
 
 fn print_summary(server: &str, elapsed: Duration, s: &Summary, gaps: u64, end_reason: &str) {

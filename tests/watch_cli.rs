@@ -11,6 +11,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 use xrunlab_jack_testkit::{late_client, take_turn, TestPipeWire, TestServer};
+use xrunlab_results::bench_watch::read_bench_watch;
+use xrunlab_results::watch::{read_watch, WatchResult};
 use xrunlab_testkit::{reap, RtHog};
 
 const PERIOD_NS: u64 = 5_333_333; // 256 frames at 48 kHz
@@ -70,7 +72,7 @@ fn start_client(mut cmd: Command) -> Client {
 }
 
 /// `xrunlab watch ARGS --batch --json-lines F --json J`; the output and both files' contents.
-fn watch(args: &[&str], env: &[(&str, &Path)], dir: &Path) -> (Output, Vec<Value>, Value) {
+fn watch(args: &[&str], env: &[(&str, &Path)], dir: &Path) -> (Output, Vec<Value>, WatchResult) {
     let (lines, json) = (dir.join("xruns.jsonl"), dir.join("watch.json"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xrunlab"));
     cmd.arg("watch")
@@ -98,8 +100,7 @@ fn watch(args: &[&str], env: &[(&str, &Path)], dir: &Path) -> (Output, Vec<Value
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON record a line"))
         .collect();
-    let summary = serde_json::from_str(&std::fs::read_to_string(&json).expect("--json written"))
-        .expect("JSON");
+    let summary = read_watch(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
     (out, records, summary)
 }
 
@@ -189,22 +190,20 @@ fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
     );
     let induced: Vec<u64> = client.late.try_iter().collect();
     check_every_overrun_named(&records, &induced, from, to, &out);
-    assert_eq!(summary["schema"], "xrunlab.watch.v1");
-    assert!(
-        summary["provenance"]["kernel"].is_string(),
-        "provenance recorded"
-    );
+    assert_eq!(summary.schema, xrunlab_results::watch::SCHEMA);
+    assert!(!summary.provenance.kernel.is_empty(), "provenance recorded");
     assert_eq!(
-        summary["summary"]["xruns"].as_u64(),
-        Some(records.len() as u64),
+        summary.summary.xruns,
+        records.len() as u64,
         "one record per xrun"
     );
-    assert!(summary["server"]
-        .as_str()
-        .unwrap_or("")
-        .starts_with("PipeWire"));
+    assert!(summary.server.starts_with("PipeWire"));
     // CI runs as root, so the kernel's account is there and says the thread was on its CPU.
-    assert_eq!(summary["kernel_events"]["recorded"], true, "{summary}");
+    assert!(
+        summary.kernel_events.recorded,
+        "{:?}",
+        summary.kernel_events
+    );
     let without: Vec<&Value> = records
         .iter()
         .filter(|r| !r["card"]["kernel"].is_object())
@@ -294,22 +293,25 @@ fn on_jack_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
     );
     let induced: Vec<u64> = client.late.try_iter().collect();
     check_every_overrun_named(&records, &induced, from, to, &out);
-    assert!(summary["server"].as_str().unwrap_or("").contains("JACK"));
+    assert!(summary.server.contains("JACK"));
     // The node table has the client's WAIT and BUSY, rebuilt from the wake chain all along (not
     // only around the xruns): most of 6 s of 5.3 ms cycles, and its normal BUSY far below them.
-    let nodes = summary["summary"]["nodes"].as_array().expect("nodes");
+    let nodes = &summary.summary.nodes;
     let late = nodes
         .iter()
-        .find(|n| n["name"] == "late")
-        .unwrap_or_else(|| panic!("no node \"late\" in {summary}"));
+        .find(|n| n.name == "late")
+        .unwrap_or_else(|| panic!("no node \"late\" in {nodes:?}"));
     assert!(
-        late["cycles"].as_u64().unwrap_or(0) > 500,
-        "cycles rebuilt from the wake chain: {late}"
+        late.cycles > 500,
+        "cycles rebuilt from the wake chain: {late:?}"
     );
-    let busy = late["median_busy_us"].as_f64().expect("a BUSY median");
-    let wait = late["median_wait_us"].as_f64().expect("a WAIT median");
-    assert!(busy > 0.0 && busy < 2000.0, "normal BUSY: {late}");
-    assert!(wait > 0.0 && wait < 5333.0, "WAIT within a period: {late}");
+    let busy = late.median_busy_us.expect("a BUSY median");
+    let wait = late.median_wait_us.expect("a WAIT median");
+    assert!(busy > 0.0 && busy < 2000.0, "normal BUSY: {late:?}");
+    assert!(
+        wait > 0.0 && wait < 5333.0,
+        "WAIT within a period: {late:?}"
+    );
     // The cards number their cycles from watch's start, not within their own window.
     let cycles: Vec<u64> = records
         .iter()
@@ -570,14 +572,8 @@ fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts() {
             "an xrun the server would not count: {r}"
         );
     }
-    assert_eq!(
-        summary["summary"]["xruns"].as_u64(),
-        Some(records.len() as u64)
-    );
-    assert!(
-        summary["summary"]["cycles"].as_u64().unwrap_or(0) > 9_000,
-        "{summary}"
-    );
+    assert_eq!(summary.summary.xruns, records.len() as u64);
+    assert!(summary.summary.cycles > 9_000, "{:?}", summary.summary);
     let (jout, jrecords, _) = jack.join().expect("jack watch");
     assert!(
         jout.status.success(),
@@ -644,17 +640,13 @@ fn a_server_that_dies_mid_watch_ends_it_with_a_clear_message_and_what_was_seen_i
         records.contains("no kernel events: not recorded (--no-kernel)"),
         "{records}"
     );
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("--json written"))
-            .expect("JSON");
+    let summary = read_watch(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
     assert!(
-        summary["end_reason"]
-            .as_str()
-            .unwrap_or("")
-            .contains("closed the connection"),
-        "{summary}"
+        summary.end_reason.contains("closed the connection"),
+        "{}",
+        summary.end_reason
     );
-    assert_eq!(summary["kernel_events"]["recorded"], false);
+    assert!(!summary.kernel_events.recorded);
 }
 
 #[test]
@@ -685,15 +677,73 @@ fn sigterm_ends_a_watch_cleanly_with_its_files() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().expect("watch ends");
     assert!(out.status.success(), "SIGTERM is a clean end");
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("--json written"))
-            .expect("JSON");
-    assert_eq!(summary["end_reason"], "ended by SIGTERM");
+    let summary = read_watch(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
+    assert_eq!(summary.end_reason, "ended by SIGTERM");
+    assert!(!summary.checkpoint, "the final file, not a checkpoint");
     assert!(
         lines.exists(),
         "--json-lines is in place, even with no xrun in it"
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("watched JACK server"));
+}
+
+#[test]
+fn bench_watch_writes_every_modes_figures_typed() {
+    let _turn = take_turn();
+    let server = TestServer::start("xbenchwatch", 256);
+    let dir = scratch("bench-watch");
+    let json = dir.join("bench-watch.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["bench", "watch", "--server", "jack", "--jack-server"])
+        .arg(server.name())
+        .args(["--duration", "3s", "--stall-every", "500ms", "--json"])
+        .arg(&json)
+        .output()
+        .expect("bench watch runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = read_bench_watch(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
+    assert_eq!(r.server, "JACK");
+    assert!(r.provenance.end_time.is_some(), "provenance finished");
+    let modes: Vec<(&str, bool)> = r
+        .modes
+        .iter()
+        .map(|m| (m.mode.as_str(), m.watching))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("not watched", false),
+            ("without (--no-kernel)", true),
+            ("with kernel events", true)
+        ]
+    );
+    for m in &r.modes {
+        assert!(m.induced > 0, "the culprit stalled inside the watch: {m:?}");
+        assert!(
+            m.bystander_load_p50_pct.is_some_and(|p| p > 0.0),
+            "the bystander's load: {m:?}"
+        );
+    }
+    for watched in &r.modes[1..] {
+        assert!(
+            watched.cards > 0 && watched.named <= watched.with_node,
+            "watch reported the culprit's xruns: {watched:?}"
+        );
+        assert!(
+            watched.delay_p50_ms.is_some() && watched.cpu_pct > 0.0,
+            "{watched:?}"
+        );
+    }
+    // On JACK2 a card names a node only from the kernel's wake chain.
+    let kernel = &r.modes[2];
+    if kernel.kernel_note == "recorded" {
+        assert!(kernel.named > 0, "the culprit named: {kernel:?}");
+    }
+    assert_eq!(r.modes[0].cards, 0, "nothing watched, nothing reported");
 }
 
 #[test]

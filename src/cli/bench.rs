@@ -50,6 +50,9 @@ pub struct WatchBenchArgs {
     /// How often the culprit stalls (each stall is one induced xrun).
     #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = parse_duration)]
     pub stall_every: Duration,
+    /// Write every mode's figures and provenance as JSON too.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -202,13 +202,14 @@ fn bench_prints_both_kernels_and_the_engine_overhead() {
             && stdout.contains("fast / reference")
     );
     assert!(stdout.contains("engine overhead"));
-    let r = json(&j);
-    let k = r["kernels"].as_array().unwrap();
-    assert_eq!(k.len(), 2);
-    assert!(k
-        .iter()
-        .all(|k| k["ns_per_partial_sample"].as_f64().unwrap() > 0.0));
-    assert!(r["overhead"]["buffers"].as_u64().unwrap() > 100);
+    let r = xrunlab_results::bench::read_bench(&j).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = r.kernels.iter().map(|k| k.kernel.as_str()).collect();
+    assert_eq!(names, ["reference", "fast"]);
+    assert!(r.kernels.iter().all(|k| k.ns_per_partial_sample > 0.0));
+    assert!(r.fast_over_reference > 0.0);
+    assert!(r.roofline.fast_pct_of_roofline > 0.0);
+    assert!(r.overhead.buffers > 100);
+    assert!(r.provenance.end_time.is_some(), "provenance finished");
 }
 
 #[test]

@@ -13,7 +13,7 @@ fn main() {
     let dur = Duration::from_secs_f64(secs);
     let reference = kernel_throughput(Kernel::Reference, sines, frames, dur);
     let fast = kernel_throughput(Kernel::Fast, sines, frames, dur);
-    for f in [reference, fast] {
+    for f in [&reference, &fast] {
         println!(
             "{:<10} {:>6} sines x {:>4} frames: {:>8.4} ns/partial-sample, {:>10.3e} partial-samples/s, {:>9.0} sines at 48 kHz",
             f.kernel, f.sines, f.frames, f.ns_per_partial_sample, f.partial_samples_per_sec, f.max_sines_at_48k_128

@@ -12,10 +12,10 @@ use crate::{render, smoothing_coeff, Chord, Kernel, PartialBank};
 pub const MEASURE_SAMPLE_RATE: u32 = 48_000;
 
 /// What [`kernel_throughput`] measured.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KernelFigures {
-    /// The kernel's name ([`Kernel::name`]).
-    pub kernel: &'static str,
+    /// The kernel's name ([`Kernel::name`]); owned, so that a result file reads back into it.
+    pub kernel: String,
     /// Sines rendered per buffer (all sounding, amplitudes settled).
     pub sines: usize,
     /// Frames per buffer.
@@ -96,7 +96,7 @@ pub fn kernel_throughput(
     let secs = elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
     let partial_samples_per_sec = partial_samples / secs;
     KernelFigures {
-        kernel: kernel.name(),
+        kernel: kernel.name().to_owned(),
         sines,
         frames,
         buffers,
@@ -114,7 +114,7 @@ mod tests {
     #[test]
     fn figures_are_consistent() {
         let f = kernel_throughput(Kernel::Fast, 40, 64, Duration::from_millis(5));
-        assert_eq!((f.kernel, f.sines, f.frames), ("fast", 40, 64));
+        assert_eq!((f.kernel.as_str(), f.sines, f.frames), ("fast", 40, 64));
         assert!(f.buffers >= 1);
         assert!(f.ns_per_partial_sample > 0.0 && f.ns_per_partial_sample.is_finite());
         let product = f.ns_per_partial_sample * f.partial_samples_per_sec;

@@ -1,9 +1,12 @@
-//! The one atomic writer of result files: a temporary file beside the target, written,
-//! fsynced, then renamed over it, so a reader (or a crash) sees the old file or the whole new
-//! one. Runs on the main thread.
+//! The one atomic writer of result files: [`PartialFile`] streams into `FILE.PID.partial`
+//! beside the target, and its commit flushes, fsyncs, renames it over the target and fsyncs
+//! the directory, so a reader (or a crash, or `kill -9`) sees the old file or the whole new
+//! one, and what a killed writer wrote stays in the partial file. Whole files
+//! ([`write_atomically`], [`write_json`]) go through the same type. Runs on the main thread.
 
 use serde::Serialize;
-use std::io::Write;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// The directory `path` lives in ("." for a bare file name).
@@ -15,7 +18,7 @@ pub fn dir_of(path: &Path) -> PathBuf {
 }
 
 /// A temporary file in `path`'s directory, named after `path` so that one left behind by a
-/// crash says what it was for.
+/// crash says what it was for; removed when dropped (a probe that the directory takes a file).
 pub fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     use std::os::unix::fs::PermissionsExt;
     let name = path
@@ -31,6 +34,103 @@ pub fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
         .tempfile_in(dir_of(path))
 }
 
+/// The in-progress file of a result bound for `target`: `FILE.PID.partial` (PID: this
+/// process), so two processes writing the same target never share one, and one left behind
+/// says what it was for and who wrote it.
+pub fn partial_path(target: &Path) -> PathBuf {
+    let mut name = target.as_os_str().to_owned();
+    name.push(format!(".{}.partial", std::process::id()));
+    PathBuf::from(name)
+}
+
+/// A result file being written: buffered writes go to [`partial_path`] beside the target,
+/// which is not touched until [`PartialFile::commit`] renames the whole file over it.
+///
+/// Dropped without a commit (an error, a signal the caller does not catch), it leaves the
+/// partial file where it is, holding what was flushed: nothing measured is lost, and the
+/// earlier target stays intact. `kill -9` leaves it the same way, with what was flushed.
+#[derive(Debug)]
+pub struct PartialFile {
+    out: BufWriter<File>,
+    target: PathBuf,
+    partial: PathBuf,
+}
+
+impl PartialFile {
+    /// Creates (truncates) the partial file of `target` with a default-sized buffer.
+    pub fn create(target: &Path) -> Result<PartialFile, WriteError> {
+        PartialFile::with_capacity(target, 8 * 1024)
+    }
+
+    /// Creates (truncates) the partial file of `target`, buffering `capacity` bytes between
+    /// writes to it. The error names `target`.
+    pub fn with_capacity(target: &Path, capacity: usize) -> Result<PartialFile, WriteError> {
+        let partial = partial_path(target);
+        let file = File::create(&partial).map_err(|source| WriteError::Io {
+            path: target.to_path_buf(),
+            source,
+        })?;
+        Ok(PartialFile {
+            out: BufWriter::with_capacity(capacity, file),
+            target: target.to_path_buf(),
+            partial,
+        })
+    }
+
+    /// The file being written.
+    pub fn partial(&self) -> &Path {
+        &self.partial
+    }
+
+    /// The file the commit replaces.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Flushes, fsyncs and renames the partial file over the target, then fsyncs the
+    /// directory so that the rename itself survives a power loss. On an error the partial
+    /// file stays (the error names it) and the target is as it was, unless only the
+    /// directory's fsync failed.
+    pub fn commit(mut self) -> Result<(), WriteError> {
+        let result = self.commit_steps();
+        result.map_err(|source| WriteError::Kept {
+            path: self.target.clone(),
+            partial: self.partial.clone(),
+            source,
+        })
+    }
+
+    fn commit_steps(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        // On disk before the rename, so that even a power loss leaves one whole file.
+        self.out.get_ref().sync_all()?;
+        std::fs::rename(&self.partial, &self.target)?;
+        File::open(dir_of(&self.target))?.sync_all()
+    }
+
+    /// Removes the partial file: for a whole file whose bytes the caller still holds.
+    fn discard(self) {
+        let partial = self.partial.clone();
+        drop(self);
+        // Best effort: the error being reported is the write's, not this one.
+        let _ = std::fs::remove_file(partial);
+    }
+}
+
+impl Write for PartialFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 /// Why a result file could not be written; its message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -40,6 +140,17 @@ pub enum WriteError {
     Io {
         /// The file asked for.
         path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing, syncing or renaming a partial file failed: what was written stays in it.
+    #[error("cannot write {}: {source}; what was written is in {}", path.display(), partial.display())]
+    Kept {
+        /// The file asked for.
+        path: PathBuf,
+        /// The partial file that holds what was written.
+        partial: PathBuf,
         /// What the operating system said.
         #[source]
         source: std::io::Error,
@@ -59,24 +170,33 @@ impl WriteError {
     /// The file that could not be written.
     pub fn path(&self) -> &Path {
         match self {
-            WriteError::Io { path, .. } | WriteError::Serialize { path, .. } => path,
+            WriteError::Io { path, .. }
+            | WriteError::Kept { path, .. }
+            | WriteError::Serialize { path, .. } => path,
         }
     }
 }
 
-/// Replaces `path` with `bytes` atomically: readers (and a crash at any
-/// moment) see either the previous file or the complete new one.
+/// Replaces `path` with `bytes` atomically (through a [`PartialFile`]): readers (and a crash
+/// at any moment) see either the previous file or the complete new one. A write that fails
+/// removes its partial file, since the caller still holds the bytes.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
-    let cannot = |source: std::io::Error| WriteError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut tmp = temp_beside(path).map_err(cannot)?;
-    tmp.write_all(bytes).map_err(cannot)?;
-    // On disk before the rename, so that even a power loss leaves one whole file.
-    tmp.as_file().sync_all().map_err(cannot)?;
-    tmp.persist(path).map_err(|e| cannot(e.error))?;
-    Ok(())
+    let mut out = PartialFile::create(path)?;
+    if let Err(source) = out.write_all(bytes) {
+        out.discard();
+        return Err(WriteError::Io {
+            path: path.to_path_buf(),
+            source,
+        });
+    }
+    let partial = out.partial().to_path_buf();
+    out.commit().map_err(|e| {
+        let _ = std::fs::remove_file(&partial);
+        match e {
+            WriteError::Kept { path, source, .. } => WriteError::Io { path, source },
+            other => other,
+        }
+    })
 }
 
 /// Writes `value` as pretty JSON (one trailing newline) to `path` atomically.
@@ -121,5 +241,88 @@ mod tests {
             .and_then(|s| s.downcast_ref::<std::io::Error>())
             .expect("the source is the io::Error");
         assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_commit_puts_the_whole_file_in_place_of_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.csv");
+        std::fs::write(&path, "old").unwrap();
+        let mut out = PartialFile::create(&path).unwrap();
+        assert_eq!(out.partial(), partial_path(&path));
+        assert_eq!(out.target(), path);
+        out.write_all(b"a,b\n").unwrap();
+        out.flush().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "old",
+            "the target is untouched until the commit"
+        );
+        out.write_all(b"1,2\n").unwrap();
+        out.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a,b\n1,2\n");
+        assert_eq!(names_in(dir.path()), ["r.csv"], "no partial file is left");
+    }
+
+    #[test]
+    fn a_partial_file_dropped_without_a_commit_stays_and_the_target_is_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.csv");
+        std::fs::write(&path, "old").unwrap();
+        let mut out = PartialFile::create(&path).unwrap();
+        let partial = out.partial().to_path_buf();
+        out.write_all(b"measured\n").unwrap();
+        drop(out);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+        assert_eq!(
+            std::fs::read_to_string(&partial).unwrap(),
+            "measured\n",
+            "what was written is kept in the partial file"
+        );
+        assert_eq!(
+            names_in(dir.path()),
+            [
+                "r.csv".to_owned(),
+                format!("r.csv.{}.partial", std::process::id())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_partial_file_in_an_unwritable_directory_names_the_target_and_keeps_the_io_error() {
+        use std::error::Error;
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).unwrap();
+        // Mode bits do not hold back root (CAP_DAC_OVERRIDE); /sys refuses new files to it.
+        let privileged = std::fs::write(locked.join("probe"), "").is_ok();
+        let path = if privileged {
+            Path::new("/sys/r.csv").to_path_buf()
+        } else {
+            locked.join("r.csv")
+        };
+        let e = PartialFile::create(&path).unwrap_err();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(matches!(e, WriteError::Io { .. }), "{e:?}");
+        assert_eq!(e.path(), path);
+        let message = e.to_string();
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        let io = e
+            .source()
+            .and_then(|s| s.downcast_ref::<std::io::Error>())
+            .expect("the source is the io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(!partial_path(&path).exists());
     }
 }

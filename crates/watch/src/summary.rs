@@ -1,67 +1,12 @@
 //! What watch prints and writes at the end: xruns per node, the cases, and the top culprits the
-//! kernel named; kept incrementally in bounded memory on the collector thread.
+//! kernel named ([`Summary`], a type of watch's result file); kept incrementally in bounded
+//! memory on the collector thread.
 
 use crate::card::{Card, Case};
 use crate::detect::Detector;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// One node's line in the summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NodeSummary {
-    /// Node id.
-    pub id: u32,
-    /// Node name.
-    pub name: String,
-    /// Its process, if known.
-    pub pid: Option<i32>,
-    /// Cycles it finished in.
-    pub cycles: u64,
-    /// Cycles it was late in (the server's ERR).
-    pub err_cycles: u64,
-    /// xruns blamed on it.
-    pub xruns: u64,
-    /// Median WAIT and BUSY over its normal cycles, µs.
-    pub median_wait_us: Option<f64>,
-    /// See `median_wait_us`.
-    pub median_busy_us: Option<f64>,
-    /// 99th percentile of BUSY, µs.
-    pub p99_busy_us: Option<f64>,
-}
-
-/// A culprit the kernel named, totalled over the cards.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CulpritLine {
-    /// `task`, `irq`, `softirq`.
-    pub kind: String,
-    /// comm, handler name or softirq type.
-    pub name: String,
-    /// Process id of a task.
-    pub pid: Option<i32>,
-    /// Policy of a task.
-    pub policy: String,
-    /// Cards in which it was the main culprit.
-    pub xruns: u64,
-    /// Time it took from the late nodes' threads, µs.
-    pub us: f64,
-}
-
-/// The end-of-watch summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    /// Cycles seen.
-    pub cycles: u64,
-    /// xruns found.
-    pub xruns: u64,
-    /// How many of each case.
-    pub cases: BTreeMap<String, u64>,
-    /// Cards that had the kernel's account.
-    pub with_kernel: u64,
-    /// Per node, most xruns first.
-    pub nodes: Vec<NodeSummary>,
-    /// The kernel's main culprits, most time first.
-    pub top_culprits: Vec<CulpritLine>,
-}
+// The summary's types are the result file's: they live with it in the results crate.
+pub use xrunlab_results::watch::{CulpritLine, NodeSummary, Summary};
 
 /// Totals kept as cards come.
 #[derive(Debug, Default)]

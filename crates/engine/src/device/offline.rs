@@ -3,7 +3,7 @@
 //! The samples go to `FILE.PID.partial` beside the target, whose header is
 //! brought up to date every second (so a killed render leaves a readable WAV
 //! of what was rendered until then), and the file is renamed to `FILE` when
-//! the render ends: an earlier `FILE` is never destroyed by a render that dies.
+//! the render ends, after an fsync: an earlier `FILE` is never destroyed by a render that dies.
 
 use super::{Device, DeviceError, DeviceInfo, DeviceSignals, DeviceThread};
 use crate::rt::clock::now_ns;
@@ -133,6 +133,13 @@ impl Device for OfflineDevice {
             }
             let finished = writer
                 .finalize()
+                // hound closes the file without an fsync: the samples go to disk before the
+                // rename, so that a power loss leaves the earlier WAV or the whole new one.
+                .and_then(|()| {
+                    std::fs::File::open(&partial)?
+                        .sync_all()
+                        .map_err(Into::into)
+                })
                 .map_err(|e| e.to_string())
                 .and_then(|()| std::fs::rename(&partial, &path).map_err(|e| e.to_string()));
             match (error, finished) {

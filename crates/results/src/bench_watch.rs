@@ -1,0 +1,118 @@
+//! The result of `xrunlab bench watch` (schema [`SCHEMA`]): per mode (not watched, watched
+//! without and with the kernel's events), what watch reported about a culprit of our own and
+//! what watching cost; written by the binary, read back typed. Used on the main thread.
+
+use crate::read::{parse_typed, read_typed, ReadError};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use xrunlab_sys::Provenance;
+
+/// Version of the bench watch result layout; bump on incompatible change.
+pub const SCHEMA: &str = "xrunlab.bench.watch/1";
+
+/// One mode's figures. A figure with nothing to measure (no cards, no bystander file) is
+/// absent, not zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeFigures {
+    /// "not watched", "without (--no-kernel)" or "with kernel events".
+    pub mode: String,
+    /// Whether watch ran in this mode (the baseline has the culprit alone).
+    pub watching: bool,
+    /// Watch's own user+system CPU time over the watch, % of one CPU.
+    pub cpu_pct: f64,
+    /// The culprit's stalls inside the watch (each one an induced xrun).
+    pub induced: usize,
+    /// xruns watch reported (cards).
+    pub cards: usize,
+    /// Cards naming the culprit.
+    pub named: usize,
+    /// Cards naming a node (not driver-side, not unattributed).
+    pub with_node: usize,
+    /// From an xrun's deadline to its card, ms: the median.
+    pub delay_p50_ms: Option<f64>,
+    /// See `delay_p50_ms`: the longest.
+    pub delay_max_ms: Option<f64>,
+    /// Kernel events the tracer lost.
+    pub lost: u64,
+    /// "recorded", or why the kernel's events were not.
+    pub kernel_note: String,
+    /// A well-behaved client's render load (its render time / period), p50, %: watch's
+    /// effect on the graph.
+    pub bystander_load_p50_pct: Option<f64>,
+    /// See `bystander_load_p50_pct`: p99.
+    pub bystander_load_p99_pct: Option<f64>,
+}
+
+/// `xrunlab bench watch --json`'s file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchWatchResult {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// Where it came from.
+    pub provenance: Provenance,
+    /// "PipeWire" or "JACK".
+    pub server: String,
+    /// How long each mode watched, seconds.
+    pub duration_s: f64,
+    /// How often the culprit stalled, seconds.
+    pub stall_every_s: f64,
+    /// The modes, baseline first.
+    pub modes: Vec<ModeFigures>,
+}
+
+/// Reads a bench watch result file back; a field that does not fit is named.
+pub fn read_bench_watch(path: &Path) -> Result<BenchWatchResult, ReadError> {
+    read_typed(path, SCHEMA)
+}
+
+/// [`read_bench_watch`] over text already read from `path`.
+pub fn parse_bench_watch(path: &Path, text: &str) -> Result<BenchWatchResult, ReadError> {
+    parse_typed(path, text, SCHEMA)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bench_watch_result_reads_back_the_same_with_its_absent_figures() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bench-watch.json");
+        let mode = |watching: bool| ModeFigures {
+            mode: if watching {
+                "with kernel events"
+            } else {
+                "not watched"
+            }
+            .to_owned(),
+            watching,
+            cpu_pct: if watching { 2.0 } else { 0.0 },
+            induced: 5,
+            cards: usize::from(watching) * 5,
+            named: usize::from(watching) * 5,
+            with_node: usize::from(watching) * 5,
+            delay_p50_ms: watching.then_some(3.9),
+            delay_max_ms: watching.then_some(11.3),
+            lost: 0,
+            kernel_note: "recorded".to_owned(),
+            bystander_load_p50_pct: Some(1.8),
+            bystander_load_p99_pct: None,
+        };
+        let written = BenchWatchResult {
+            schema: SCHEMA.to_owned(),
+            provenance: Provenance::collect("0", Path::new("/proc"), Path::new("/sys")),
+            server: "JACK".to_owned(),
+            duration_s: 3.0,
+            stall_every_s: 0.5,
+            modes: vec![mode(false), mode(true)],
+        };
+        crate::write::write_json(&path, &written).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("\"delay_p50_ms\": null"),
+            "absent, not zero: {text}"
+        );
+        assert_eq!(parse_bench_watch(&path, &text).unwrap(), written);
+        assert_eq!(read_bench_watch(&path).unwrap(), written);
+    }
+}
