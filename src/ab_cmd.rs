@@ -117,7 +117,9 @@ pub fn ab(args: &AbArgs) -> Result<(), Failure> {
     };
     let opener = |engine: &EngineArgs| {
         let (kind, jack) = (engine.device, devices::jack_args(engine));
-        move |config: &mut EngineConfig| devices::open_with(kind, &jack, config)
+        move |config: &mut EngineConfig| {
+            devices::open_with(kind, &jack, config).map_err(|e| e.to_string())
+        }
     };
     let mut a = Arm {
         flags: args.a.clone(),

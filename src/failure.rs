@@ -39,6 +39,14 @@ impl From<xrunlab_engine::EngineError> for Failure {
     }
 }
 
+/// A device that could not be opened (no JACK server, a build without JACK) is found while
+/// running; its message says what to do.
+impl From<xrunlab_engine::DeviceError> for Failure {
+    fn from(e: xrunlab_engine::DeviceError) -> Failure {
+        Failure::Runtime(e.to_string())
+    }
+}
+
 /// A result file that cannot be written is the machine's problem (space, permissions), found
 /// while running.
 impl From<xrunlab_results::write::WriteError> for Failure {
