@@ -117,9 +117,7 @@ pub fn ab(args: &AbArgs) -> Result<(), Failure> {
     };
     let opener = |engine: &EngineArgs| {
         let (kind, jack) = (engine.device, devices::jack_args(engine));
-        move |config: &mut EngineConfig| {
-            devices::open_with(kind, &jack, config).map_err(|e| e.to_string())
-        }
+        move |config: &mut EngineConfig| devices::open_with(kind, &jack, config)
     };
     let mut a = Arm {
         flags: args.a.clone(),

@@ -372,7 +372,7 @@ pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
             buffer_request: Some(c.buffer_frames),
             ..JackArgs::default()
         };
-        devices::open_with(kind, &jack, c).map_err(|e| e.to_string())
+        devices::open_with(kind, &jack, c)
     };
     execute(
         &a.out,

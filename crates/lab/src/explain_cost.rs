@@ -227,8 +227,8 @@ fn one_run(
         )));
     }
     let device = SimDevice::new(config.sample_rate, config.buffer_frames, config.input);
-    let mut engine = Engine::start(config.clone(), Box::new(device))
-        .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?;
+    let mut engine =
+        Engine::start(config.clone(), Box::new(device)).map_err(LabError::engine_start)?;
     if let Some(e) = explainer.as_mut() {
         e.set_threads(&engine.threads());
     }
@@ -524,14 +524,16 @@ pub fn run(
             step(Step::CapacityStarts(explain), &b);
             let mut c = p.capacity.clone();
             c.explain = explain;
-            let mut open =
-                |c: &mut EngineConfig| -> Result<Box<dyn xrunlab_engine::Device>, String> {
-                    Ok(Box::new(SimDevice::new(
-                        c.sample_rate,
-                        c.buffer_frames,
-                        c.input,
-                    )))
-                };
+            let mut open = |c: &mut EngineConfig| -> Result<
+                Box<dyn xrunlab_engine::Device>,
+                xrunlab_engine::DeviceError,
+            > {
+                Ok(Box::new(SimDevice::new(
+                    c.sample_rate,
+                    c.buffer_frames,
+                    c.input,
+                )))
+            };
             let figures = match cap::voicemark_at(&c, p.preset, p.buffer, core, &mut open, &silent)
             {
                 Ok(Some(point)) => CapacityFigures {
@@ -546,11 +548,11 @@ pub fn run(
                     point: None,
                     error: Some("stopped by a signal".into()),
                 },
-                Err(LabError::Usage(m) | LabError::Runtime(m)) => CapacityFigures {
+                Err(e) => CapacityFigures {
                     explain,
                     sines: None,
                     point: None,
-                    error: Some(m),
+                    error: Some(e.to_string()),
                 },
             };
             b.capacity.push(figures);
@@ -822,23 +824,23 @@ mod tests {
     fn ranges_are_usage_errors_naming_the_flag() {
         let mut p = ExplainCostParams::new(true, 200, 8, Preset::Standard);
         let e = p.validate().unwrap_err();
-        assert_eq!(
-            e,
-            LabError::Usage("invalid value '8' for --buffer: allowed 16..=4096 frames".into())
+        assert!(
+            matches!(&e, LabError::Usage(m) if m == "invalid value '8' for --buffer: allowed 16..=4096 frames"),
+            "{e:?}"
         );
         p.buffer = 128;
         p.capacity.seconds = Duration::from_millis(100);
-        assert_eq!(
-            p.validate().unwrap_err(),
-            LabError::Usage(
-                "invalid value '100ms' for --capacity-seconds: allowed 200ms..=1h".into()
-            )
+        let e = p.validate().unwrap_err();
+        assert!(
+            matches!(&e, LabError::Usage(m) if m == "invalid value '100ms' for --capacity-seconds: allowed 200ms..=1h"),
+            "{e:?}"
         );
         p.capacity.seconds = Duration::from_secs(1);
         p.rounds = 0;
-        assert_eq!(
-            p.validate().unwrap_err(),
-            LabError::Usage("invalid value '0' for --rounds: allowed 1..=100".into())
+        let e = p.validate().unwrap_err();
+        assert!(
+            matches!(&e, LabError::Usage(m) if m == "invalid value '0' for --rounds: allowed 1..=100"),
+            "{e:?}"
         );
     }
 }
