@@ -24,6 +24,6 @@ pub mod soak;
 pub mod sweep;
 pub mod write;
 
-pub use histogram::EncodedHistogram;
+pub use histogram::{EncodedHistogram, HistogramError};
 pub use read::ReadError;
 pub use xrunlab_sys::{Fingerprint, Provenance};
