@@ -598,7 +598,7 @@ fn bench_explain_compares_both_modes_side_by_side() {
         assert!(text.contains(want), "the table has {want:?}:\n{text}");
     }
     // The experiments' envelope (`probe explain-cost`), read back typed.
-    let typed: xrunlab_results::explain_cost::ExplainCostFile<Value> =
+    let typed: xrunlab_results::explain_cost::ExplainCostFile =
         xrunlab_results::explain_cost::parse_explain_cost(
             &path,
             &std::fs::read_to_string(&path).unwrap(),
@@ -671,17 +671,20 @@ fn bench_explain_compares_both_modes_side_by_side() {
         "{cost}"
     );
     assert!(text.contains("kernel cost per recorded event"), "{text}");
-    let capacity = r["capacity"].as_array().unwrap();
+    // The capacity searches, read as their type (the capacity experiment's points).
+    let capacity = &typed.result.capacity;
     assert_eq!(capacity.len(), 2, "{capacity:?}");
     for (c, explain) in capacity.iter().zip([false, true]) {
-        assert_eq!(c["explain"], explain);
+        assert_eq!(c.explain, explain);
+        let point = c.point.as_ref().expect("each mode's search has its point");
         // On a shared machine a confirmation can fail at every step down (the README's session 4
         // found none with --explain): the search then says so in its step-downs.
         assert!(
-            c["sines"].as_u64().unwrap() > 0 || c["point"]["step_downs"].as_u64().unwrap() > 0,
-            "a capacity was found, or the search stepped down for failed confirmations: {c}"
+            c.sines.unwrap() > 0 || point.step_downs > 0,
+            "a capacity was found, or the search stepped down for failed confirmations: {c:?}"
         );
-        assert!(!c["point"]["trials"].as_array().unwrap().is_empty());
+        assert!(!point.trials.is_empty());
+        assert_eq!(c.sines, Some(point.sines));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

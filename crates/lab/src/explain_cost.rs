@@ -1,6 +1,6 @@
 //! `probe explain-cost` (and `bench explain`): what `--explain` costs, measured side by side in one invocation: runs with and without the kernel tracer interleaved at one sine count (load p50/p99, dropouts, kernel events/s, lost events, the reader thread's CPU), the kernel's cost per recorded event, then the dropout-free capacity with and without it (the capacity search, its trials run with the explain collector on); the engine's threads render, the tracer has its own reader thread, the caller's thread runs the runs in turn and polls the stop flag.
 
-use crate::capacity::{self as cap, CapacityParams, CapacityPoint};
+use crate::capacity::{self as cap, CapacityParams};
 use crate::common::{cell, invalid, start_progress, Ctx, Experiment, LabError, Table};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -10,13 +10,9 @@ use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
 use xrunlab_engine::{Engine, EngineConfig, Preset, RunStats};
 use xrunlab_results::explain_cost as r;
 pub use xrunlab_results::explain_cost::{
-    EventCost, ExplainCostSettings, KernelFigures, ModeFigures, RunFigures,
+    CapacityFigures, EventCost, ExplainCost, ExplainCostSettings, KernelFigures, ModeFigures,
+    RunFigures,
 };
-
-/// The experiment's figures, with the capacity experiment's points.
-pub type ExplainCost = r::ExplainCost<CapacityPoint>;
-/// One mode's capacity search.
-pub type CapacityFigures = r::CapacityFigures<CapacityPoint>;
 
 /// Time each run renders before its buffers count, so start-up is not judged.
 pub const SETTLE: Duration = Duration::from_millis(500);
