@@ -609,7 +609,7 @@ fn bench_explain_compares_both_modes_side_by_side() {
     assert!(typed.provenance.end_time.is_some());
     assert!(!typed.fingerprint.kernel_release.is_empty());
     let whole = json(&path);
-    assert_eq!(whole["schema"], "xrunlab.lab/1");
+    assert_eq!(whole["schema"], xrunlab_results::explain_cost::SCHEMA);
     assert_eq!(whole["kind"], "probe.explain-cost");
     let r = &whole["result"];
     let runs = r["runs"].as_array().unwrap();
