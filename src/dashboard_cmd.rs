@@ -4,7 +4,7 @@ use crate::cli::parse::DeviceKind;
 use crate::cli::DashboardArgs;
 use crate::devices;
 use crate::Failure;
-use xrunlab_dash::{Access, DashOptions, DeviceFactory, Fault};
+use xrunlab_dash::{Access, DashOptions, DeviceFactory, FactoryError, Fault};
 use xrunlab_engine::{Engine, EngineConfig};
 
 /// Sines the dashboard starts with: about a quarter of a 2-core machine's
@@ -24,23 +24,17 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         .engine
         .to_config(defaults())
         .map_err(|e| Failure::Usage(e.0))?;
-    let device =
-        devices::open(args.engine.device, &args.engine, &mut config).map_err(Failure::Runtime)?;
+    let device = devices::open(args.engine.device, &args.engine, &mut config)?;
     let engine = Engine::start(config, device)?;
     let jack = devices::jack_args(&args.engine);
     let factory: DeviceFactory = Box::new(move |kind, config| {
         let kind = match kind {
             "sim" => DeviceKind::Sim,
             "jack" => DeviceKind::Jack,
-            other => {
-                return Err(format!(
-                    "unknown device {other:?}: allowed are {}",
-                    devices::available().join(", ")
-                ))
-            }
+            other => return Err(FactoryError::unknown_kind(other, &devices::available())),
         };
         let mut config = config.clone();
-        devices::open_with(kind, &jack, &mut config)
+        Ok(devices::open_with(kind, &jack, &mut config)?)
     });
     let fault = args
         .stall

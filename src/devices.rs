@@ -4,7 +4,7 @@ use crate::cli::parse::DeviceKind;
 use crate::cli::run::EngineArgs;
 use crate::jack_support::{self, JackArgs};
 use xrunlab_engine::device::sim::SimDevice;
-use xrunlab_engine::{Device, EngineConfig};
+use xrunlab_engine::{Device, DeviceError, EngineConfig};
 
 pub fn jack_args(args: &EngineArgs) -> JackArgs {
     JackArgs {
@@ -21,7 +21,7 @@ pub fn open(
     kind: DeviceKind,
     args: &EngineArgs,
     config: &mut EngineConfig,
-) -> Result<Box<dyn Device>, String> {
+) -> Result<Box<dyn Device>, DeviceError> {
     open_with(kind, &jack_args(args), config)
 }
 
@@ -30,7 +30,7 @@ pub fn open_with(
     kind: DeviceKind,
     jack: &JackArgs,
     config: &mut EngineConfig,
-) -> Result<Box<dyn Device>, String> {
+) -> Result<Box<dyn Device>, DeviceError> {
     match kind {
         DeviceKind::Sim => Ok(Box::new(SimDevice::new(
             config.sample_rate,

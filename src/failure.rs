@@ -39,6 +39,14 @@ impl From<xrunlab_engine::EngineError> for Failure {
     }
 }
 
+/// A device that could not be opened (no JACK server, a build without JACK) is found while
+/// running; its message says what to do.
+impl From<xrunlab_engine::DeviceError> for Failure {
+    fn from(e: xrunlab_engine::DeviceError) -> Failure {
+        Failure::Runtime(e.to_string())
+    }
+}
+
 /// A result file that cannot be written is the machine's problem (space, permissions), found
 /// while running.
 impl From<xrunlab_results::write::WriteError> for Failure {
@@ -47,11 +55,13 @@ impl From<xrunlab_results::write::WriteError> for Failure {
     }
 }
 
+/// An experiment's invalid parameter is a usage error; every other kind (a device, the
+/// engine, the machine's counters, a result file) failed while running.
 impl From<xrunlab_lab::LabError> for Failure {
     fn from(e: xrunlab_lab::LabError) -> Failure {
         match e {
             xrunlab_lab::LabError::Usage(m) => Failure::Usage(m),
-            xrunlab_lab::LabError::Runtime(m) => Failure::Runtime(m),
+            other => Failure::Runtime(other.to_string()),
         }
     }
 }
@@ -124,5 +134,13 @@ mod tests {
 
         let lab = xrunlab_lab::LabError::Usage("invalid value".into());
         assert!(matches!(Failure::from(lab), Failure::Usage(m) if m == "invalid value"));
+        let lab = xrunlab_lab::LabError::Io {
+            context: "zstd failed".into(),
+            source: std::io::Error::other("broken"),
+        };
+        assert!(matches!(Failure::from(lab), Failure::Runtime(m) if m == "zstd failed: broken"));
+
+        let device = xrunlab_engine::DeviceError("no JACK server".into());
+        assert!(matches!(Failure::from(device), Failure::Runtime(m) if m == "no JACK server"));
     }
 }

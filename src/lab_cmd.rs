@@ -364,7 +364,7 @@ pub fn capacity(a: &CapacityArgs) -> Result<(), Failure> {
     if kind == DeviceKind::Jack && !crate::jack_support::AVAILABLE {
         // The same message `run --device jack` gives in a build without JACK.
         let mut c = xrunlab_engine::EngineConfig::default();
-        devices::open_with(kind, &JackArgs::default(), &mut c).map_err(Failure::Runtime)?;
+        devices::open_with(kind, &JackArgs::default(), &mut c)?;
     }
     let mut open = |c: &mut xrunlab_engine::EngineConfig| {
         let jack = JackArgs {

@@ -91,7 +91,7 @@ fn experiment_ccdf(path: &std::path::Path, text: &str) -> Result<Vec<Value>, Fai
                 .collect()
         } else if kind_of(text).as_deref() == Some(EXPLAIN_COST_KIND) {
             // Its figures are per run and per mode: no distribution kept to draw as a CCDF.
-            parse_explain_cost::<Value>(path, text).map_err(usage)?;
+            parse_explain_cost(path, text).map_err(usage)?;
             Vec::new()
         } else {
             let e = parse_experiment(path, text).map_err(usage)?;

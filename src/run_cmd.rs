@@ -322,8 +322,7 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
             ("--trace", args.trace.as_deref()),
         ],
     )?;
-    let device = crate::devices::open(args.engine.device, &args.engine, &mut config)
-        .map_err(Failure::Runtime)?;
+    let device = crate::devices::open(args.engine.device, &args.engine, &mut config)?;
     let signals = StopSignals::install().map_err(Failure::Runtime)?;
     let extras = Extras::start(args, &config)?;
     let mut session = Session::start(

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use xrunlab_dash::{DashOptions, DeviceFactory};
+use xrunlab_dash::{DashOptions, DeviceFactory, FactoryError};
 use xrunlab_engine::{Engine, EngineConfig};
 use xrunlab_lab::soak::{
     clock, rss_bytes, soak_end, PathEnd, Sampler, SoakResult, TARGET_GROWTH_BYTES,
@@ -96,8 +96,7 @@ pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
         xrunlab_sys::default_proc_root(),
         xrunlab_sys::default_sys_root(),
     );
-    let device =
-        devices::open(args.engine.device, &args.engine, &mut config).map_err(Failure::Runtime)?;
+    let device = devices::open(args.engine.device, &args.engine, &mut config)?;
     let path_name = if args.dashboard { "dashboard" } else { "run" };
     println!(
         "soak: {} path ({}), {} frames at {} Hz, {} sines, {} threads, {}; RSS from /proc/self/status every {}",
@@ -280,9 +279,9 @@ fn dashboard_path(
         let kind = match kind {
             "sim" => DeviceKind::Sim,
             "jack" => DeviceKind::Jack,
-            other => return Err(format!("unknown device {other:?}")),
+            other => return Err(FactoryError::unknown_kind(other, &devices::available())),
         };
-        devices::open_with(kind, &jack, &mut config.clone())
+        Ok(devices::open_with(kind, &jack, &mut config.clone())?)
     });
     let opts = DashOptions::default();
     let frames = Arc::new(AtomicU64::new(0));

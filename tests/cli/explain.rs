@@ -598,7 +598,7 @@ fn bench_explain_compares_both_modes_side_by_side() {
         assert!(text.contains(want), "the table has {want:?}:\n{text}");
     }
     // The experiments' envelope (`probe explain-cost`), read back typed.
-    let typed: xrunlab_results::explain_cost::ExplainCostFile<Value> =
+    let typed: xrunlab_results::explain_cost::ExplainCostFile =
         xrunlab_results::explain_cost::parse_explain_cost(
             &path,
             &std::fs::read_to_string(&path).unwrap(),
@@ -609,7 +609,7 @@ fn bench_explain_compares_both_modes_side_by_side() {
     assert!(typed.provenance.end_time.is_some());
     assert!(!typed.fingerprint.kernel_release.is_empty());
     let whole = json(&path);
-    assert_eq!(whole["schema"], xrunlab_results::lab::SCHEMA);
+    assert_eq!(whole["schema"], xrunlab_results::explain_cost::SCHEMA);
     assert_eq!(whole["kind"], "probe.explain-cost");
     let r = &whole["result"];
     let runs = r["runs"].as_array().unwrap();
@@ -671,28 +671,29 @@ fn bench_explain_compares_both_modes_side_by_side() {
         "{cost}"
     );
     assert!(text.contains("kernel cost per recorded event"), "{text}");
-    let capacity = r["capacity"].as_array().unwrap();
+    // The capacity searches, read as their type (the capacity experiment's points).
+    let capacity = &typed.result.capacity;
     assert_eq!(capacity.len(), 2, "{capacity:?}");
     for (c, explain) in capacity.iter().zip([false, true]) {
-        assert_eq!(c["explain"], explain);
+        assert_eq!(c.explain, explain);
+        let point = c.point.as_ref().expect("each mode's search has its point");
         // On a shared machine a confirmation can fail at every step down (the README's session 4
         // found none with --explain): the search then says so in its step-downs. Under a busy
         // machine (parallel builds) every trial down to the search's floor can drop out: no
         // count is then claimed without a trial that showed it.
-        let trials = c["point"]["trials"].as_array().unwrap();
-        assert!(!trials.is_empty());
+        assert!(!point.trials.is_empty());
         assert!(
-            c["sines"].as_u64().unwrap() > 0
-                || c["point"]["step_downs"].as_u64().unwrap() > 0
-                || trials.iter().all(|t| t["dropouts"].as_u64().unwrap() > 0),
+            c.sines.unwrap() > 0
+                || point.step_downs > 0
+                || point.trials.iter().all(|t| t.dropouts > 0),
             "a capacity was found, or the search stepped down for failed confirmations, or \
-             every trial dropped out: {c}"
+             every trial dropped out: {c:?}"
         );
-        if c["sines"].as_u64().unwrap() > 0 {
-            let repeats = c["point"]["repeats"].as_array().unwrap();
+        assert_eq!(c.sines, Some(point.sines));
+        if point.sines > 0 {
             assert!(
-                !repeats.is_empty() && repeats.iter().all(|t| t["dropouts"] == 0),
-                "the count found was confirmed by dropout-free repeats: {c}"
+                !point.repeats.is_empty() && point.repeats.iter().all(|t| t.dropouts == 0),
+                "the count found was confirmed by dropout-free repeats: {c:?}"
             );
         }
     }

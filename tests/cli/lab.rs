@@ -654,9 +654,9 @@ fn explain_cost_reads_back_typed_with_provenance_and_fingerprint_and_its_csv_has
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("p50 load with --explain"), "{text}");
-    // Typed: the envelope with provenance and fingerprint, then the figures; the capacity
-    // searches were skipped, so their points have no type to read.
-    let r: xrunlab_results::explain_cost::ExplainCostFile<serde_json::Value> =
+    // Typed: the envelope with provenance and fingerprint, then the figures (the capacity
+    // searches were skipped).
+    let r: xrunlab_results::explain_cost::ExplainCostFile =
         xrunlab_results::explain_cost::parse_explain_cost(
             &j,
             &std::fs::read_to_string(&j).unwrap(),
@@ -784,7 +784,7 @@ fn explain_cost_keeps_its_runs_after_sigterm_and_after_kill_9() {
     let child = spawn(&args);
     wait_for_a_run(&j);
     stop_ok(child, libc::SIGTERM, Duration::from_secs(30));
-    let r: xrunlab_results::explain_cost::ExplainCostFile<serde_json::Value> =
+    let r: xrunlab_results::explain_cost::ExplainCostFile =
         xrunlab_results::explain_cost::parse_explain_cost(
             &j,
             &std::fs::read_to_string(&j).unwrap(),

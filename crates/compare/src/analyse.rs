@@ -75,8 +75,9 @@ struct Decoded {
 
 fn decode(path: &std::path::Path, r: &RunFile) -> Result<Decoded, ReadError> {
     let one = |field: &str, e: &EncodedHistogram, scale| {
-        e.decode_as(scale)
-            .map_err(|problem| ReadError::new(path, &format!("histograms.{field}"), problem))
+        e.decode_as(scale).map_err(|problem| {
+            ReadError::new(path, &format!("histograms.{field}"), problem.to_string())
+        })
     };
     let h = &r.histograms;
     Ok(Decoded {
@@ -368,7 +369,7 @@ pub(crate) fn decoded_sum<'a>(
     for (field, e) in fields {
         let h = e
             .decode_as(scale)
-            .map_err(|problem| ReadError::new(path, &field, problem))?;
+            .map_err(|problem| ReadError::new(path, &field, problem.to_string()))?;
         match out.as_mut() {
             None => out = Some(h),
             Some(o) => o

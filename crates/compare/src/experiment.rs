@@ -65,7 +65,7 @@ impl FileFigures {
     ) -> Result<(), ReadError> {
         let hist = h
             .decode_as(scale)
-            .map_err(|problem| ReadError::new(path, &field, problem))?;
+            .map_err(|problem| ReadError::new(path, &field, problem.to_string()))?;
         let unit = match scale {
             Scale::Percent => "%",
             Scale::Micros => "us",

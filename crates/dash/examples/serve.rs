@@ -3,7 +3,7 @@
 //! `cargo run -p xrunlab-dash --example serve -- [--port N] [--sines N] [--stall-ms MS --stall-every-ms MS] [--token TOKEN | --no-token]`
 
 use std::time::Duration;
-use xrunlab_dash::{serve, Access, DashOptions, DeviceFactory, Fault, Token};
+use xrunlab_dash::{serve, Access, DashOptions, DeviceFactory, FactoryError, Fault, Token};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{Device, Engine, EngineConfig};
 
@@ -49,7 +49,7 @@ fn main() {
         "sim" => Ok(
             Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, c.input)) as Box<dyn Device>,
         ),
-        other => Err(format!("this build has no {other:?} device")),
+        other => Err(FactoryError::unknown_kind(other, &["sim"])),
     });
     let device = match factory("sim", &config) {
         Ok(d) => d,

@@ -29,12 +29,44 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
-use xrunlab_engine::{Device, Engine, EngineConfig};
+use xrunlab_engine::{Device, DeviceError, Engine, EngineConfig};
 
 pub use token::{Access, Token, TokenError};
 
 /// Makes a device of a kind ("sim", "jack"...) for a config: the CLI's, so the page can switch devices.
-pub type DeviceFactory = Box<dyn Fn(&str, &EngineConfig) -> Result<Box<dyn Device>, String> + Send>;
+pub type DeviceFactory =
+    Box<dyn Fn(&str, &EngineConfig) -> Result<Box<dyn Device>, FactoryError> + Send>;
+
+/// Why a [`DeviceFactory`] made no device. The page shows the message when a switch fails.
+#[derive(Debug, thiserror::Error)]
+pub enum FactoryError {
+    /// This build cannot make a device of that kind.
+    #[error("unknown device {kind:?}: allowed are {allowed}")]
+    UnknownKind {
+        /// The kind asked for.
+        kind: String,
+        /// The kinds the factory can make, comma-separated.
+        allowed: String,
+    },
+    /// A device of a known kind could not be opened (no JACK server...); the device's error
+    /// says what to do.
+    #[error("{0}")]
+    Open(#[from] DeviceError),
+}
+
+impl FactoryError {
+    /// An unknown `kind`, with the kinds the factory can make.
+    pub fn unknown_kind(kind: &str, allowed: &[impl AsRef<str>]) -> FactoryError {
+        FactoryError::UnknownKind {
+            kind: kind.to_owned(),
+            allowed: allowed
+                .iter()
+                .map(|k| k.as_ref())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+}
 
 /// Fault injection: stall one render by `stall` every `every`, to make dropouts on demand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,4 +374,28 @@ pub async fn start(
         closing,
         token,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn factory_errors_name_the_kind_and_keep_the_device_error_as_source() {
+        let unknown = FactoryError::unknown_kind("alsa", &["sim", "jack"]);
+        assert_eq!(
+            unknown.to_string(),
+            "unknown device \"alsa\": allowed are sim, jack"
+        );
+        assert!(unknown.source().is_none());
+
+        let open = FactoryError::from(DeviceError("no JACK server is running".into()));
+        assert_eq!(open.to_string(), "no JACK server is running");
+        let source = open.source().expect("the device error is the source");
+        assert_eq!(
+            source.downcast_ref::<DeviceError>(),
+            Some(&DeviceError("no JACK server is running".into()))
+        );
+    }
 }

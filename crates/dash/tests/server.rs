@@ -12,7 +12,9 @@ use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-use xrunlab_dash::{start, Access, DashError, DashOptions, DeviceFactory, Running, Token};
+use xrunlab_dash::{
+    start, Access, DashError, DashOptions, DeviceFactory, FactoryError, Running, Token,
+};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{
     Device, DeviceError, DeviceInfo, DeviceSignals, Engine, EngineConfig, Renderer,
@@ -52,7 +54,7 @@ fn sim_factory() -> DeviceFactory {
         "sim" => Ok(
             Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, c.input)) as Box<dyn Device>,
         ),
-        other => Err(format!("no {other} device in this test")),
+        other => Err(FactoryError::unknown_kind(other, &["sim"])),
     })
 }
 
@@ -490,7 +492,7 @@ async fn a_device_that_cannot_start_leaves_the_old_one_running() {
         "sim" => Ok(
             Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, c.input)) as Box<dyn Device>,
         ),
-        _ => Err("no such hardware here".into()),
+        _ => Err(DeviceError("no such hardware here".into()).into()),
     });
     let running = start(
         options(),

@@ -550,9 +550,11 @@ mod tests {
             seen.iter().any(|b| b.frames == 512),
             "buffers after the restart counted"
         );
-        assert_eq!(
-            c.apply(EngineConfig::default(), |_| {}),
-            Err(EngineError::NotRunning),
+        assert!(
+            matches!(
+                c.apply(EngineConfig::default(), |_| {}),
+                Err(EngineError::NotRunning)
+            ),
             "nothing to apply to once stopped"
         );
         assert!(c

@@ -10,7 +10,6 @@ use crate::rt::driver::Renderer;
 use crate::rt::records::{record_ring, BufferRecord, RecordRx, ThreadRecord};
 use crate::rt::worker;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
@@ -26,42 +25,28 @@ pub const MAX_FRAMES: usize = crate::config::BUFFER_FRAMES_RANGE.1 as usize;
 /// How long start and restart wait for the device's driver thread to report in.
 const DRIVER_REGISTRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Why the engine could not do what was asked.
-#[derive(Debug, Clone, PartialEq)]
+/// Why the engine could not do what was asked. Config and Device say their own message (and
+/// are their own source's text); Thread keeps the operating system's error as source.
+#[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// A setting is out of range; nothing was changed.
-    Config(ConfigError),
+    #[error("{0}")]
+    Config(#[from] ConfigError),
     /// The device failed.
-    Device(DeviceError),
-    /// A thread could not be started.
-    Thread(String),
+    #[error("{0}")]
+    Device(#[from] DeviceError),
+    /// A worker thread could not be started.
+    #[error("could not start worker thread {index}: {source}")]
+    Thread {
+        /// The worker's index (1.., 0 is the driver).
+        index: usize,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
     /// No engine is running (a collector whose engine was stopped).
+    #[error("no engine is running")]
     NotRunning,
-}
-
-impl fmt::Display for EngineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EngineError::Config(e) => e.fmt(f),
-            EngineError::Device(e) => e.fmt(f),
-            EngineError::Thread(e) => f.write_str(e),
-            EngineError::NotRunning => f.write_str("no engine is running"),
-        }
-    }
-}
-
-impl std::error::Error for EngineError {}
-
-impl From<ConfigError> for EngineError {
-    fn from(e: ConfigError) -> Self {
-        EngineError::Config(e)
-    }
-}
-
-impl From<DeviceError> for EngineError {
-    fn from(e: DeviceError) -> Self {
-        EngineError::Device(e)
-    }
 }
 
 /// One audio thread: who it is and what scheduling it obtained.
@@ -250,9 +235,7 @@ impl Engine {
                     let _ = ready.send(());
                     worker::run(&shared, slot, tx, generation);
                 })
-                .map_err(|e| {
-                    EngineError::Thread(format!("could not start worker thread {index}: {e}"))
-                })?;
+                .map_err(|source| EngineError::Thread { index, source })?;
             workers.push(handle);
         }
         drop(ready_tx);

@@ -9,7 +9,9 @@ use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xrunlab_engine::{Device, Engine, EngineConfig, EngineError, ProcessRt, RunStats, ThreadInfo};
+use xrunlab_engine::{
+    Device, DeviceError, Engine, EngineConfig, EngineError, ProcessRt, RunStats, ThreadInfo,
+};
 use xrunlab_results::run::{
     DeviceCounters, EndOfRun, RunFile, RunHistograms, RunResult, Workload, SCHEMA,
 };
@@ -55,7 +57,8 @@ impl fmt::Display for Side {
 }
 
 /// Opens a side's device for its configuration (which a JACK server may adjust: rate, buffer).
-pub type OpenDevice<'a> = Box<dyn FnMut(&mut EngineConfig) -> Result<Box<dyn Device>, String> + 'a>;
+pub type OpenDevice<'a> =
+    Box<dyn FnMut(&mut EngineConfig) -> Result<Box<dyn Device>, DeviceError> + 'a>;
 
 /// One side's settings.
 pub struct Arm<'a> {
@@ -215,8 +218,7 @@ pub fn run<'a>(
             let done = per_run * (2 * (round as u64 - 1) + u64::from(side == Side::B));
             let measured = measure(ctx, plan, arm, side, round, done)?;
             let path = plan.dir.join(file_name(side, round));
-            xrunlab_results::write::write_json(&path, &measured.result)
-                .map_err(|e| LabError::Runtime(e.to_string()))?;
+            xrunlab_results::write::write_json(&path, &measured.result)?;
             for w in &measured.result.details.scheduling.warnings {
                 let w = format!("{side}: {w}");
                 if !runs.warnings.contains(&w) {
@@ -275,8 +277,10 @@ fn measure(
     done_ms: u64,
 ) -> Result<Measured, LabError> {
     let mut config = arm.config.clone();
-    let device = (arm.open)(&mut config)
-        .map_err(|e| LabError::Runtime(format!("side {side}: cannot open the device: {e}")))?;
+    let device = (arm.open)(&mut config).map_err(|source| LabError::Device {
+        context: format!("side {side}: cannot open the device"),
+        source,
+    })?;
     let (proc_root, sys_root) = (
         xrunlab_sys::default_proc_root(),
         xrunlab_sys::default_sys_root(),
@@ -287,7 +291,10 @@ fn measure(
     let unlock = config.rt.mlock;
     let mut engine = Engine::start(config, device).map_err(|e| match e {
         EngineError::Config(c) => LabError::Usage(format!("in --{}: {c}", side.prefix())),
-        other => LabError::Runtime(format!("side {side}: the engine did not start: {other}")),
+        source => LabError::Engine {
+            context: format!("side {side}: the engine did not start"),
+            source,
+        },
     })?;
     let t0 = Instant::now();
     let mut device_ended = None;

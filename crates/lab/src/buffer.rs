@@ -152,8 +152,11 @@ fn stats(tids: &[i32]) -> Result<Vec<ThreadStat>, LabError> {
     let pid = std::process::id() as i32;
     tids.iter()
         .map(|&t| {
-            read_thread_stat(xrunlab_sys::default_proc_root(), pid, t).map_err(|e| {
-                LabError::Runtime(format!("cannot read /proc counters of thread {t}: {e}"))
+            read_thread_stat(xrunlab_sys::default_proc_root(), pid, t).map_err(|source| {
+                LabError::Io {
+                    context: format!("cannot read /proc counters of thread {t}"),
+                    source,
+                }
             })
         })
         .collect()
@@ -170,8 +173,7 @@ fn point(
     let c = p.config(buffer);
     let mut run_stats = RunStats::new(c.realtime_threads());
     let dev = SimDevice::new(c.sample_rate, c.buffer_frames, false);
-    let mut engine = Engine::start(c, Box::new(dev))
-        .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?;
+    let mut engine = Engine::start(c, Box::new(dev)).map_err(LabError::engine_start)?;
     if !drive(&mut engine, SETTLE, ctx, |_| {}) {
         engine.stop(|_| {});
         return Ok(None);
@@ -360,6 +362,6 @@ mod tests {
         p.buffers = vec![8192];
         assert!(matches!(p.validate(), Err(LabError::Usage(m)) if m.contains("--buffers")));
         p.buffers = vec![64];
-        assert_eq!(p.validate(), Ok(()));
+        assert!(p.validate().is_ok());
     }
 }

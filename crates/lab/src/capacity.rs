@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use xrunlab_dsp::Kernel;
 use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
-use xrunlab_engine::{Device, Engine, EngineConfig, Preset, RunStats};
+use xrunlab_engine::{Device, DeviceError, Engine, EngineConfig, Preset, RunStats};
 use xrunlab_results::run::RunHistograms;
 
 /// Confirmation steps down at most this many brackets before it gives up (no confirmed count).
@@ -22,7 +22,7 @@ pub const SETTLE: Duration = Duration::from_millis(300);
 pub const BURST_WATCH: Duration = Duration::from_millis(600);
 
 /// Opens the device for a trial; may change the rate and buffer to the server's (JACK).
-pub type OpenDevice<'a> = dyn FnMut(&mut EngineConfig) -> Result<Box<dyn Device>, String> + 'a;
+pub type OpenDevice<'a> = dyn FnMut(&mut EngineConfig) -> Result<Box<dyn Device>, DeviceError> + 'a;
 
 /// What to measure.
 #[derive(Debug, Clone, Serialize)]
@@ -208,7 +208,10 @@ impl Runner<'_, '_> {
             "{} frames, {sines}+{burst_sines} sines",
             c.buffer_frames
         ));
-        let device = (self.open)(&mut c).map_err(LabError::Runtime)?;
+        let device = (self.open)(&mut c).map_err(|source| LabError::Device {
+            context: "cannot open the device".into(),
+            source,
+        })?;
         // The tracer starts before the engine, as in `run --explain`.
         let mut explain = if self.explain {
             let e = Explainer::start(&audio_cpus(&c), ExplainOptions::default());
@@ -221,8 +224,7 @@ impl Runner<'_, '_> {
         } else {
             None
         };
-        let mut engine = Engine::start(c, device)
-            .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?;
+        let mut engine = Engine::start(c, device).map_err(LabError::engine_start)?;
         if let Some(e) = explain.as_mut() {
             e.set_threads(&engine.threads());
         }

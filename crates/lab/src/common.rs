@@ -2,23 +2,62 @@
 
 use indicatif::ProgressBar;
 use serde::Serialize;
+use xrunlab_engine::{DeviceError, EngineError};
+use xrunlab_results::write::WriteError;
 use xrunlab_sys::{Fingerprint, Provenance};
 
 pub use xrunlab_results::lab::{LabResult, SCHEMA};
 
-/// How an experiment failed before measuring.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// How an experiment failed. Only [`LabError::Usage`] is the user's fault (exit code 2, see the
+/// binary's failure.rs); every other kind failed while running (exit code 1). Kinds that wrap
+/// an underlying error keep it as their `source()`; the message says what was being done.
+#[derive(Debug, thiserror::Error)]
 pub enum LabError {
-    /// An invalid parameter: names the flag and the allowed values (exit code 2).
+    /// An invalid parameter: names the flag and the allowed values.
+    #[error("{0}")]
     Usage(String),
-    /// Something failed while running (exit code 1).
+    /// Something failed while running with no underlying error to keep (the device ended, a
+    /// measuring thread panicked, kernel tracing is unavailable and why).
+    #[error("{0}")]
     Runtime(String),
+    /// The device could not be opened.
+    #[error("{context}: {source}")]
+    Device {
+        /// What was being opened ("cannot open the device", "side A: ...").
+        context: String,
+        /// The device's error, which says what to do.
+        #[source]
+        source: DeviceError,
+    },
+    /// The engine did not start (other than a refused setting, which is [`LabError::Usage`]).
+    #[error("{context}: {source}")]
+    Engine {
+        /// What was being started ("the engine did not start").
+        context: String,
+        /// The engine's error.
+        #[source]
+        source: EngineError,
+    },
+    /// Reading the machine's counters or running a workload failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being read or done, naming the file or thread.
+        context: String,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A result file could not be written.
+    #[error("{0}")]
+    Write(#[from] WriteError),
 }
 
-impl std::fmt::Display for LabError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LabError::Usage(m) | LabError::Runtime(m) => f.write_str(m),
+impl LabError {
+    /// The engine did not start, keeping its error as source.
+    pub fn engine_start(source: EngineError) -> LabError {
+        LabError::Engine {
+            context: "the engine did not start".into(),
+            source,
         }
     }
 }
@@ -91,13 +130,13 @@ impl Table {
     }
 
     /// The table as CSV text (quoted where the csv crate needs it).
-    pub fn to_csv(&self) -> Result<Vec<u8>, String> {
+    pub fn to_csv(&self) -> Result<Vec<u8>, csv::Error> {
         let mut w = csv::Writer::from_writer(Vec::new());
-        w.write_record(&self.header).map_err(|e| e.to_string())?;
+        w.write_record(&self.header)?;
         for r in &self.rows {
-            w.write_record(r).map_err(|e| e.to_string())?;
+            w.write_record(r)?;
         }
-        w.into_inner().map_err(|e| e.to_string())
+        w.into_inner().map_err(|e| e.into_error().into())
     }
 }
 
@@ -176,4 +215,66 @@ pub fn median(v: &[f64]) -> Option<f64> {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     percentile_sorted(&s, 0.5)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error;
+
+    #[test]
+    fn lab_errors_say_what_was_done_and_keep_the_underlying_error_as_source() {
+        let device = LabError::Device {
+            context: "side A: cannot open the device".into(),
+            source: DeviceError("no JACK server is running".into()),
+        };
+        assert_eq!(
+            device.to_string(),
+            "side A: cannot open the device: no JACK server is running"
+        );
+        assert!(device.source().unwrap().is::<DeviceError>());
+
+        let engine = LabError::engine_start(EngineError::Thread {
+            index: 2,
+            source: std::io::Error::from(std::io::ErrorKind::WouldBlock),
+        });
+        let message = engine.to_string();
+        assert!(
+            message.starts_with("the engine did not start: could not start worker thread 2: "),
+            "{message}"
+        );
+        let source = engine.source().unwrap();
+        assert!(source.is::<EngineError>());
+        // The chain reaches the operating system's error.
+        assert!(source.source().unwrap().is::<std::io::Error>());
+
+        let io = LabError::Io {
+            context: "cannot read /proc counters of thread 7".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(io.to_string().contains("thread 7"), "{io}");
+        assert_eq!(
+            io.source()
+                .unwrap()
+                .downcast_ref::<std::io::Error>()
+                .unwrap()
+                .kind(),
+            std::io::ErrorKind::NotFound
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing").join("a.json");
+        let write = LabError::from(xrunlab_results::write::write_json(&path, &1).unwrap_err());
+        assert!(write.to_string().contains("a.json"), "{write}");
+        assert!(write.source().is_some());
+
+        assert!(invalid("--rounds", 0, "1..=100").source().is_none());
+    }
+
+    #[test]
+    fn a_table_is_csv_with_its_header() {
+        let mut t = Table::new(&["a", "b"]);
+        t.push(vec!["1".into(), "x,y".into()]);
+        assert_eq!(t.to_csv().unwrap(), b"a,b\n1,\"x,y\"\n");
+    }
 }

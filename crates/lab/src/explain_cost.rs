@@ -1,6 +1,6 @@
 //! `probe explain-cost` (and `bench explain`): what `--explain` costs, measured side by side in one invocation: runs with and without the kernel tracer interleaved at one sine count (load p50/p99, dropouts, kernel events/s, lost events, the reader thread's CPU), the kernel's cost per recorded event, then the dropout-free capacity with and without it (the capacity search, its trials run with the explain collector on); the engine's threads render, the tracer has its own reader thread, the caller's thread runs the runs in turn and polls the stop flag.
 
-use crate::capacity::{self as cap, CapacityParams, CapacityPoint};
+use crate::capacity::{self as cap, CapacityParams};
 use crate::common::{cell, invalid, start_progress, Ctx, Experiment, LabError, Table};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -10,13 +10,9 @@ use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
 use xrunlab_engine::{Engine, EngineConfig, Preset, RunStats};
 use xrunlab_results::explain_cost as r;
 pub use xrunlab_results::explain_cost::{
-    EventCost, ExplainCostSettings, KernelFigures, ModeFigures, RunFigures,
+    CapacityFigures, EventCost, ExplainCost, ExplainCostSettings, KernelFigures, ModeFigures,
+    RunFigures,
 };
-
-/// The experiment's figures, with the capacity experiment's points.
-pub type ExplainCost = r::ExplainCost<CapacityPoint>;
-/// One mode's capacity search.
-pub type CapacityFigures = r::CapacityFigures<CapacityPoint>;
 
 /// Time each run renders before its buffers count, so start-up is not judged.
 pub const SETTLE: Duration = Duration::from_millis(500);
@@ -227,8 +223,8 @@ fn one_run(
         )));
     }
     let device = SimDevice::new(config.sample_rate, config.buffer_frames, config.input);
-    let mut engine = Engine::start(config.clone(), Box::new(device))
-        .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?;
+    let mut engine =
+        Engine::start(config.clone(), Box::new(device)).map_err(LabError::engine_start)?;
     if let Some(e) = explainer.as_mut() {
         e.set_threads(&engine.threads());
     }
@@ -524,14 +520,16 @@ pub fn run(
             step(Step::CapacityStarts(explain), &b);
             let mut c = p.capacity.clone();
             c.explain = explain;
-            let mut open =
-                |c: &mut EngineConfig| -> Result<Box<dyn xrunlab_engine::Device>, String> {
-                    Ok(Box::new(SimDevice::new(
-                        c.sample_rate,
-                        c.buffer_frames,
-                        c.input,
-                    )))
-                };
+            let mut open = |c: &mut EngineConfig| -> Result<
+                Box<dyn xrunlab_engine::Device>,
+                xrunlab_engine::DeviceError,
+            > {
+                Ok(Box::new(SimDevice::new(
+                    c.sample_rate,
+                    c.buffer_frames,
+                    c.input,
+                )))
+            };
             let figures = match cap::voicemark_at(&c, p.preset, p.buffer, core, &mut open, &silent)
             {
                 Ok(Some(point)) => CapacityFigures {
@@ -546,11 +544,11 @@ pub fn run(
                     point: None,
                     error: Some("stopped by a signal".into()),
                 },
-                Err(LabError::Usage(m) | LabError::Runtime(m)) => CapacityFigures {
+                Err(e) => CapacityFigures {
                     explain,
                     sines: None,
                     point: None,
-                    error: Some(m),
+                    error: Some(e.to_string()),
                 },
             };
             b.capacity.push(figures);
@@ -822,23 +820,23 @@ mod tests {
     fn ranges_are_usage_errors_naming_the_flag() {
         let mut p = ExplainCostParams::new(true, 200, 8, Preset::Standard);
         let e = p.validate().unwrap_err();
-        assert_eq!(
-            e,
-            LabError::Usage("invalid value '8' for --buffer: allowed 16..=4096 frames".into())
+        assert!(
+            matches!(&e, LabError::Usage(m) if m == "invalid value '8' for --buffer: allowed 16..=4096 frames"),
+            "{e:?}"
         );
         p.buffer = 128;
         p.capacity.seconds = Duration::from_millis(100);
-        assert_eq!(
-            p.validate().unwrap_err(),
-            LabError::Usage(
-                "invalid value '100ms' for --capacity-seconds: allowed 200ms..=1h".into()
-            )
+        let e = p.validate().unwrap_err();
+        assert!(
+            matches!(&e, LabError::Usage(m) if m == "invalid value '100ms' for --capacity-seconds: allowed 200ms..=1h"),
+            "{e:?}"
         );
         p.capacity.seconds = Duration::from_secs(1);
         p.rounds = 0;
-        assert_eq!(
-            p.validate().unwrap_err(),
-            LabError::Usage("invalid value '0' for --rounds: allowed 1..=100".into())
+        let e = p.validate().unwrap_err();
+        assert!(
+            matches!(&e, LabError::Usage(m) if m == "invalid value '0' for --rounds: allowed 1..=100"),
+            "{e:?}"
         );
     }
 }

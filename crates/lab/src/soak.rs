@@ -15,10 +15,13 @@ const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 
 /// This process's resident memory, bytes.
 pub fn rss_bytes() -> Result<u64, LabError> {
-    xrunlab_sys::read_rss_bytes(xrunlab_sys::default_proc_root(), "self").map_err(|e| {
-        LabError::Runtime(format!(
-            "bench soak measures resident memory from /proc/self/status and cannot read it: {e}"
-        ))
+    xrunlab_sys::read_rss_bytes(xrunlab_sys::default_proc_root(), "self").map_err(|source| {
+        LabError::Io {
+            context: "bench soak measures resident memory from /proc/self/status and cannot \
+                      read it"
+                .into(),
+            source,
+        }
     })
 }
 

@@ -108,8 +108,10 @@ pub fn zstd_roundtrip(data: &[u8]) -> std::io::Result<bool> {
 pub fn run(p: &ThreadsParams, ctx: &Ctx) -> Result<ThreadsResult, LabError> {
     p.validate()?;
     let data = generated_data(ZSTD_BLOCK);
-    let verified =
-        zstd_roundtrip(&data).map_err(|e| LabError::Runtime(format!("zstd failed: {e}")))?;
+    let verified = zstd_roundtrip(&data).map_err(|source| LabError::Io {
+        context: "zstd failed".into(),
+        source,
+    })?;
     let mut rapl = xrunlab_sys::RaplMeter::open(xrunlab_sys::default_sys_root());
     let energy = match &rapl {
         Ok(_) => "RAPL".to_string(),

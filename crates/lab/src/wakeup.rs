@@ -125,8 +125,7 @@ pub fn run(p: &WakeupParams, ctx: &Ctx) -> Result<WakeupResult, LabError> {
             let dev = SimDevice::new(c.sample_rate, c.buffer_frames, false);
             let threads = c.realtime_threads();
             Some((
-                Engine::start(c, Box::new(dev))
-                    .map_err(|e| LabError::Runtime(format!("the engine did not start: {e}")))?,
+                Engine::start(c, Box::new(dev)).map_err(LabError::engine_start)?,
                 RunStats::new(threads),
             ))
         }

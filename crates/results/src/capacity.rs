@@ -13,7 +13,7 @@ use xrunlab_engine::Preset;
 pub const KIND: &str = "capacity";
 
 /// One engine run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Trial {
     /// Sustained sines.
     pub sines: usize,
@@ -39,7 +39,7 @@ impl Trial {
 }
 
 /// Min, median and max of some repeats.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     /// Smallest.
     pub min: f64,
@@ -50,7 +50,7 @@ pub struct Spread {
 }
 
 /// Burst response at one buffer size and preset.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BurstFigure {
     /// Steady sines (the --burst-load share of the capacity).
     pub steady_sines: usize,
@@ -61,7 +61,7 @@ pub struct BurstFigure {
 }
 
 /// VoiceMark at one buffer size and preset.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapacityPoint {
     /// Preset.
     pub preset: Preset,

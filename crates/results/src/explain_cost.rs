@@ -3,8 +3,8 @@
 //! envelope (schema [`SCHEMA`], kind [`KIND`]) and as it is read back ([`parse_explain_cost`]).
 //! Written and read on the main thread.
 
+use crate::capacity::CapacityPoint;
 use crate::read::{parse_typed, ReadError};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -107,16 +107,15 @@ pub struct EventCost {
     pub cpu_pct_at_run_rate: Option<f64>,
 }
 
-/// The capacity search of one mode. `P` is the capacity experiment's point (the lab crate's
-/// `capacity::CapacityPoint`), kept generic while that type lives in the lab crate.
+/// The capacity search of one mode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CapacityFigures<P> {
+pub struct CapacityFigures {
     /// Which mode.
     pub explain: bool,
     /// The largest dropout-free sine count confirmed (0: none confirmed).
     pub sines: Option<usize>,
     /// The search, trial by trial.
-    pub point: Option<P>,
+    pub point: Option<CapacityPoint>,
     /// Why there is no figure (stopped, or a trial failed).
     pub error: Option<String>,
 }
@@ -151,7 +150,7 @@ pub struct ExplainCostSettings {
 /// The experiment's figures; rewritten after every run by `bench explain`, so an interrupted
 /// bench keeps what it measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExplainCost<P> {
+pub struct ExplainCost {
     /// How it was measured.
     pub settings: ExplainCostSettings,
     /// The engine settings of every run (the capacity trials vary only the sine count).
@@ -182,7 +181,7 @@ pub struct ExplainCost<P> {
     /// Why the cost per event was not measured, when it was not.
     pub event_cost_error: Option<String>,
     /// The capacity searches, without then with the collector.
-    pub capacity: Vec<CapacityFigures<P>>,
+    pub capacity: Vec<CapacityFigures>,
     /// Relative change of the capacity with `--explain`, %.
     pub capacity_change_pct: Option<f64>,
     /// Whether every planned part ran.
@@ -191,7 +190,7 @@ pub struct ExplainCost<P> {
 
 /// The experiment's file as read back: the experiments' envelope around [`ExplainCost`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExplainCostFile<P> {
+pub struct ExplainCostFile {
     /// [`SCHEMA`].
     pub schema: String,
     /// [`KIND`].
@@ -209,15 +208,12 @@ pub struct ExplainCostFile<P> {
     /// What did not take effect.
     pub warnings: Vec<String>,
     /// The figures.
-    pub result: ExplainCost<P>,
+    pub result: ExplainCost,
 }
 
 /// Reads `text` (from `path`) as an explain-cost result; an experiment of another kind is
 /// refused naming the field `kind`.
-pub fn parse_explain_cost<P: DeserializeOwned>(
-    path: &Path,
-    text: &str,
-) -> Result<ExplainCostFile<P>, ReadError> {
+pub fn parse_explain_cost(path: &Path, text: &str) -> Result<ExplainCostFile, ReadError> {
     // The kind first, so that another experiment is named as such rather than by its first
     // missing field; text that is not JSON is named by parse_typed.
     if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {

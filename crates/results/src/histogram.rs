@@ -3,7 +3,10 @@
 //! with the unit its values are in. Encoded and decoded on the main thread.
 
 use base64::Engine as _;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::errors::AdditionError;
+use hdrhistogram::serialization::{
+    DeserializeError, Deserializer, Serializer, V2DeflateSerializer,
+};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use xrunlab_engine::{Distribution, Scale};
@@ -15,6 +18,41 @@ pub const ENCODING: &str = "HdrHistogram V2 compressed, base64";
 pub const UNIT_PERCENT: &str = "percent";
 /// See [`UNIT_PERCENT`].
 pub const UNIT_MICROS: &str = "us";
+
+/// Why a histogram's text cannot be used; the message says what is wrong and what was
+/// expected, and the base64, HdrHistogram or addition error is the source.
+#[derive(Debug, thiserror::Error)]
+pub enum HistogramError {
+    /// The `encoding` field names another format.
+    #[error("encoding is {found:?}, not {:?}", ENCODING)]
+    Encoding {
+        /// The encoding the text names.
+        found: String,
+    },
+    /// `data` is not base64 text.
+    #[error("data is not base64: {0}")]
+    Base64(#[source] base64::DecodeError),
+    /// The bytes are not an HdrHistogram V2 compressed histogram (truncated, another format).
+    #[error("data is not an HdrHistogram V2 histogram: {0}")]
+    Format(#[source] DeserializeError),
+    /// The histogram is in other units than the reader expects.
+    #[error(
+        "histogram in {unit} × {units_per_value} per value, expected {expected_unit} × {expected_units_per_value}"
+    )]
+    Unit {
+        /// The unit the text names.
+        unit: String,
+        /// Its counts per value.
+        units_per_value: f64,
+        /// The unit expected.
+        expected_unit: &'static str,
+        /// The counts per value expected.
+        expected_units_per_value: f64,
+    },
+    /// Two histograms have bounds that do not fit each other.
+    #[error("histograms do not add: {0}")]
+    Add(#[source] AdditionError),
+}
 
 /// One histogram as interchange text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,29 +90,31 @@ impl EncodedHistogram {
     }
 
     /// Decodes the histogram; `Err` says what is wrong with the text.
-    pub fn decode(&self) -> Result<Histogram<u64>, String> {
+    pub fn decode(&self) -> Result<Histogram<u64>, HistogramError> {
         if self.encoding != ENCODING {
-            return Err(format!("encoding is {:?}, not {ENCODING:?}", self.encoding));
+            return Err(HistogramError::Encoding {
+                found: self.encoding.clone(),
+            });
         }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(self.data.trim())
-            .map_err(|e| format!("data is not base64: {e}"))?;
+            .map_err(HistogramError::Base64)?;
         Deserializer::new()
             .deserialize(&mut bytes.as_slice())
-            .map_err(|e| format!("data is not an HdrHistogram V2 histogram: {e:?}"))
+            .map_err(HistogramError::Format)
     }
 
     /// Decodes the histogram after checking that it is in `unit` with `scale`'s steps;
     /// `Err` names what differs.
-    pub fn decode_as(&self, scale: Scale) -> Result<Histogram<u64>, String> {
+    pub fn decode_as(&self, scale: Scale) -> Result<Histogram<u64>, HistogramError> {
         let unit = unit_of(scale);
         if self.unit != unit || self.units_per_value != scale.units_per_value() {
-            return Err(format!(
-                "histogram in {} × {} per value, expected {unit} × {}",
-                self.unit,
-                self.units_per_value,
-                scale.units_per_value()
-            ));
+            return Err(HistogramError::Unit {
+                unit: self.unit.clone(),
+                units_per_value: self.units_per_value,
+                expected_unit: unit,
+                expected_units_per_value: scale.units_per_value(),
+            });
         }
         self.decode()
     }
@@ -83,7 +123,7 @@ impl EncodedHistogram {
     /// and `fraction` the share of samples at `x` or above (within the histogram's resolution,
     /// a value equal to `x` cannot be told from one just above it). Fractions fall from 1 to
     /// 1/count, never 0, so they fit a log axis. Empty for an empty histogram.
-    pub fn ccdf(&self) -> Result<Vec<[f64; 2]>, String> {
+    pub fn ccdf(&self) -> Result<Vec<[f64; 2]>, HistogramError> {
         let h = self.decode()?;
         let total = h.len();
         let mut out = Vec::new();
@@ -101,15 +141,14 @@ impl EncodedHistogram {
 /// bounds (never for histograms of one [`Scale`]: they have the same bounds).
 pub fn merged<'a>(
     hs: impl IntoIterator<Item = &'a Histogram<u64>>,
-) -> Result<Option<Histogram<u64>>, String> {
+) -> Result<Option<Histogram<u64>>, HistogramError> {
     let mut it = hs.into_iter();
     let Some(first) = it.next() else {
         return Ok(None);
     };
     let mut out = first.clone();
     for h in it {
-        out.add(h)
-            .map_err(|e| format!("histograms do not add: {e:?}"))?;
+        out.add(h).map_err(HistogramError::Add)?;
     }
     Ok(Some(out))
 }
@@ -140,10 +179,64 @@ mod tests {
             assert_eq!(h.value_at_quantile(q), d.histogram().value_at_quantile(q));
         }
         let refused = e.decode_as(Scale::Percent).unwrap_err();
-        assert!(refused.contains("expected percent"), "{refused}");
+        assert!(
+            refused
+                .to_string()
+                .contains("histogram in us × 1000 per value, expected percent"),
+            "{refused}"
+        );
         let mut broken = e.clone();
         broken.data.truncate(broken.data.len() / 2);
         assert!(broken.decode().is_err());
+    }
+
+    #[test]
+    fn decode_errors_name_what_is_wrong_and_keep_the_underlying_error_as_source() {
+        use std::error::Error;
+        let good = EncodedHistogram::encode(&Distribution::new(Scale::Micros));
+
+        let mut other = good.clone();
+        other.encoding = "json".into();
+        let e = other.decode().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("encoding is \"json\", not {ENCODING:?}")
+        );
+        assert!(e.source().is_none());
+
+        let mut not_base64 = good.clone();
+        not_base64.data = "!!!".into();
+        let e = not_base64.decode().unwrap_err();
+        assert!(matches!(e, HistogramError::Base64(_)));
+        assert!(e.to_string().starts_with("data is not base64: "), "{e}");
+        assert!(e.source().unwrap().is::<base64::DecodeError>());
+
+        let mut not_hdr = good.clone();
+        not_hdr.data = base64::engine::general_purpose::STANDARD.encode(b"not a histogram");
+        let e = not_hdr.ccdf().unwrap_err();
+        assert!(matches!(e, HistogramError::Format(_)));
+        assert!(
+            e.to_string()
+                .starts_with("data is not an HdrHistogram V2 histogram: "),
+            "{e}"
+        );
+        assert!(e.source().unwrap().is::<DeserializeError>());
+
+        let e = good.decode_as(Scale::Percent).unwrap_err();
+        assert!(matches!(
+            e,
+            HistogramError::Unit {
+                expected_unit: UNIT_PERCENT,
+                ..
+            }
+        ));
+
+        let small = Histogram::<u64>::new_with_bounds(1, 10, 1).unwrap();
+        let mut big = Histogram::<u64>::new_with_bounds(1, 1_000_000, 1).unwrap();
+        big.record(1_000_000).unwrap();
+        let e = merged([&small, &big]).unwrap_err();
+        assert!(e.to_string().starts_with("histograms do not add: "), "{e}");
+        assert!(e.source().unwrap().is::<AdditionError>());
     }
 
     #[test]

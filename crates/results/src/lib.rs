@@ -28,6 +28,6 @@ pub mod sweep;
 pub mod watch;
 pub mod write;
 
-pub use histogram::EncodedHistogram;
+pub use histogram::{EncodedHistogram, HistogramError};
 pub use read::ReadError;
 pub use xrunlab_sys::{Fingerprint, Provenance};

@@ -4,7 +4,7 @@ use super::{Command, Owner};
 use crate::api::{merge_config, ApiError};
 use crate::status::{to_json, BurstView};
 use crate::trace::TraceSnapshot;
-use crate::{DeviceFactory, Fault};
+use crate::{DeviceFactory, FactoryError, Fault};
 use serde_json::Value;
 use std::time::Duration;
 use xrunlab_engine::config::{limit, Limit};
@@ -184,7 +184,7 @@ impl Owner {
         });
         let start = |factory: &DeviceFactory, kind: &str, config: EngineConfig| {
             let device = factory(kind, &config)?;
-            Engine::start(config, device).map_err(|e| e.to_string())
+            Engine::start(config, device).map_err(SwitchError::Engine)
         };
         match start(&self.factory, kind, config) {
             // Stopped above: no buffers are left to collect from an engine before it.
@@ -248,4 +248,14 @@ impl Owner {
         self.set_fault((!fault.stall.is_zero()).then_some(fault));
         Ok(to_json(&self.fault_view()))
     }
+}
+
+/// Why a device switch could not start an engine: no device, or an engine that did not start
+/// on it. Said in the page's error message.
+#[derive(Debug, thiserror::Error)]
+enum SwitchError {
+    #[error(transparent)]
+    Device(#[from] FactoryError),
+    #[error(transparent)]
+    Engine(EngineError),
 }
