@@ -33,16 +33,7 @@ fn envelope<'a>(
 }
 
 pub fn explain(a: &ExplainBenchArgs) -> Result<(), Failure> {
-    let params = crate::lab_cmd::explain_cost_params(
-        a.quick,
-        a.sines,
-        a.rounds,
-        a.duration,
-        a.buffer,
-        a.preset,
-        a.capacity_seconds,
-        a.no_capacity,
-    )?;
+    let params = crate::lab_cmd::explain_cost_params(a.quick, &a.flags)?;
     if let Some(p) = &a.json {
         files::check_writable("--json", p)?;
     }

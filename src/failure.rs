@@ -140,7 +140,10 @@ mod tests {
         };
         assert!(matches!(Failure::from(lab), Failure::Runtime(m) if m == "zstd failed: broken"));
 
-        let device = xrunlab_engine::DeviceError("no JACK server".into());
+        let device = xrunlab_engine::DeviceError::new(
+            xrunlab_engine::DeviceErrorKind::Unavailable,
+            "no JACK server",
+        );
         assert!(matches!(Failure::from(device), Failure::Runtime(m) if m == "no JACK server"));
     }
 }

@@ -4,8 +4,8 @@ use crate::cli::lab::{
     BufferArgs, CapacityArgs, ExplainCostArgs, LabOut, PlacementArgs, PolicyArg, ProbeArgs,
     ProbeCommand, SleepArgs, SweepArgs, SweepCommand, ThreadsArgs, WakeupArgs,
 };
-use crate::cli::parse::CapacityPreset;
 use crate::cli::parse::DeviceKind;
+use crate::cli::parse::{CapacityPreset, ExplainCostFlags};
 use crate::devices;
 use crate::jack_support::JackArgs;
 use crate::signals::StopSignals;
@@ -153,25 +153,19 @@ pub fn probe(args: &ProbeArgs) -> Result<(), Failure> {
 #[allow(clippy::too_many_arguments)]
 pub fn explain_cost_params(
     quick: bool,
-    sines: usize,
-    rounds: Option<u32>,
-    duration: Option<Duration>,
-    buffer: u32,
-    preset: CapacityPreset,
-    capacity_seconds: Option<Duration>,
-    no_capacity: bool,
+    f: &ExplainCostFlags,
 ) -> Result<explain_cost::ExplainCostParams, Failure> {
-    let mut p = explain_cost::ExplainCostParams::new(quick, sines, buffer, preset_of(preset));
-    if let Some(r) = rounds {
+    let mut p = explain_cost::ExplainCostParams::new(quick, f.sines, f.buffer, preset_of(f.preset));
+    if let Some(r) = f.rounds {
         p.rounds = r;
     }
-    if let Some(d) = duration {
+    if let Some(d) = f.duration {
         p.run = d;
     }
-    if let Some(s) = capacity_seconds {
+    if let Some(s) = f.capacity_seconds {
         p.capacity.seconds = s;
     }
-    p.search_capacity = !no_capacity;
+    p.search_capacity = !f.no_capacity;
     p.validate()?;
     Ok(p)
 }
@@ -184,16 +178,7 @@ fn preset_of(p: CapacityPreset) -> xrunlab_engine::Preset {
 }
 
 fn probe_explain_cost(a: &ExplainCostArgs) -> Result<(), Failure> {
-    let params = explain_cost_params(
-        a.out.quick,
-        a.sines,
-        a.rounds,
-        a.duration,
-        a.buffer,
-        a.preset,
-        a.capacity_seconds,
-        a.no_capacity,
-    )?;
+    let params = explain_cost_params(a.out.quick, &a.flags)?;
     execute(
         &a.out,
         &[],

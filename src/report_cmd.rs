@@ -12,6 +12,7 @@ use xrunlab_results::explain_cost::{parse_explain_cost, KIND as EXPLAIN_COST_KIN
 use xrunlab_results::lab::{kind_of, parse_experiment, SCHEMA as LAB_SCHEMA};
 use xrunlab_results::probe::{parse_wakeup, KIND as WAKEUP_KIND};
 use xrunlab_results::read::parse_typed;
+use xrunlab_results::run::{RunFile, SCHEMA as RUN_SCHEMA};
 use xrunlab_results::EncodedHistogram;
 
 /// The report page's own drawing code.
@@ -19,7 +20,7 @@ const REPORT_JS: &str = include_str!("report/report.js");
 
 /// Result layouts the report draws.
 /// (`xrunlab.lab/1`, experiments from before they kept histograms, is drawn as written.)
-const SCHEMAS: &[&str] = &["xrunlab.run/2", "xrunlab.lab/1", LAB_SCHEMA, COMPARE_SCHEMA];
+const SCHEMAS: &[&str] = &[RUN_SCHEMA, "xrunlab.lab/1", LAB_SCHEMA, COMPARE_SCHEMA];
 
 /// Text that can sit inside a `<script>` element: `</script` (any case) cannot end it early.
 /// In JS and JSON, `<\/` means the same as `</` inside strings, and comments are unaffected.
@@ -54,6 +55,12 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
             let ccdf = experiment_ccdf(path, &text)?;
             entries.push(serde_json::json!({ "file": file, "result": value, "ccdf": ccdf }));
         } else {
+            if schema == RUN_SCHEMA {
+                // Read as its type, so a field the page would misdraw is a usage error naming
+                // the file and field; the page gets the file as written.
+                parse_typed::<RunFile>(path, &text, RUN_SCHEMA)
+                    .map_err(|e| Failure::Usage(e.to_string()))?;
+            }
             entries.push(serde_json::json!({ "file": file, "result": value }));
         }
     }

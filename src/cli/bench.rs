@@ -1,6 +1,6 @@
 //! `bench`'s arguments (its table, `bench soak`, `bench explain`, `bench watch`); parsed on the main thread.
 
-use super::parse::{parse_duration, CapacityPreset, WatchServer};
+use super::parse::{parse_duration, ExplainCostFlags, WatchServer};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,28 +57,8 @@ pub struct WatchBenchArgs {
 
 #[derive(Debug, Args)]
 pub struct ExplainBenchArgs {
-    /// The load of the interleaved runs, in sines (the target is at most +2 % p50 load at 1000).
-    #[arg(long, default_value_t = 1000)]
-    pub sines: usize,
-    /// Rounds; each runs once without and once with --explain, in alternating order
-    /// (off-on, on-off, ...), so drift in the machine's other load hits both modes alike.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: Option<u32>,
-    /// Length of each run, after 0.5 s of settling that is not counted (default 10s; --quick 1s).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Buffer size in frames, 16..=4096.
-    #[arg(long, value_name = "FRAMES", default_value_t = 128)]
-    pub buffer: u32,
-    /// Thread layout of the runs and the capacity trials.
-    #[arg(long, value_enum, default_value_t = CapacityPreset::Standard)]
-    pub preset: CapacityPreset,
-    /// How long each capacity trial must stay dropout-free, 200ms..=1h (default 3s; --quick 500ms).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
-    pub capacity_seconds: Option<Duration>,
-    /// Skip the capacity searches (they take a few minutes).
-    #[arg(long)]
-    pub no_capacity: bool,
+    #[command(flatten)]
+    pub flags: ExplainCostFlags,
     /// A short look (1 round of 1 s runs, a coarse capacity search): what the tests use.
     #[arg(long)]
     pub quick: bool,

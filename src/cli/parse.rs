@@ -1,6 +1,6 @@
 //! The value parsers and value kinds several command families share (durations, ranges from the engine's table, the device, the capacity preset, the watched server); a leaf: it uses nothing else from `cli`. Runs on the main thread, while clap parses.
 
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 use std::time::Duration;
 use xrunlab_engine::config::Limit;
 
@@ -21,6 +21,34 @@ pub enum DeviceKind {
     Sim,
     /// A JACK server (JACK2, or PipeWire through pw-jack).
     Jack,
+}
+
+/// The explain-cost experiment's settings, taken by `probe explain-cost` and `bench explain`.
+#[derive(Debug, Args)]
+pub struct ExplainCostFlags {
+    /// The load of the interleaved runs, in sines (the target is at most +2 % p50 load at 1000).
+    #[arg(long, default_value_t = 1000)]
+    pub sines: usize,
+    /// Rounds; each runs once without and once with --explain, in alternating order
+    /// (off-on, on-off, ...), so drift in the machine's other load hits both modes alike
+    /// (default 4; --quick 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
+    /// Length of each run, after 0.5 s of settling that is not counted (default 10s; --quick 1s).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Buffer size in frames, 16..=4096.
+    #[arg(long, value_name = "FRAMES", default_value_t = 128)]
+    pub buffer: u32,
+    /// Thread layout of the runs and the capacity trials.
+    #[arg(long, value_enum, default_value_t = CapacityPreset::Standard)]
+    pub preset: CapacityPreset,
+    /// How long each capacity trial must stay dropout-free, 200ms..=1h (default 3s; --quick 500ms).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub capacity_seconds: Option<Duration>,
+    /// Skip the capacity searches (they take a few minutes).
+    #[arg(long)]
+    pub no_capacity: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

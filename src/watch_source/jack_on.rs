@@ -23,7 +23,7 @@ struct Jack {
 
 /// Connects to `server` (or JACK_DEFAULT_SERVER, or `default`) without joining its graph.
 pub fn open(server: Option<&str>) -> Result<Box<dyn Source>, String> {
-    let (watch, events) = JackWatch::open("xrunlab-watch", server).map_err(|e| e.0)?;
+    let (watch, events) = JackWatch::open("xrunlab-watch", server).map_err(|e| e.to_string())?;
     let name = server
         .map(str::to_owned)
         .or_else(|| std::env::var("JACK_DEFAULT_SERVER").ok())

@@ -631,6 +631,22 @@ fn report_inlines_the_dashboards_chart_module_and_the_results_and_refuses_other_
         ],
         &["schema", "xrunlab.run/2, xrunlab.lab/1"],
     );
+
+    // A run file is read as its type: a field of the wrong type is refused naming it.
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run).unwrap()).unwrap();
+    value["summary"]["dropouts"] = "many".into();
+    let bad = dir.join("bad-run.json");
+    std::fs::write(&bad, value.to_string()).unwrap();
+    usage_error(
+        &[
+            "report",
+            bad.to_str().unwrap(),
+            "--out",
+            html.to_str().unwrap(),
+        ],
+        &["bad-run.json", "summary.dropouts"],
+    );
 }
 
 #[test]

@@ -390,12 +390,14 @@ mod tests {
         );
         assert!(unknown.source().is_none());
 
-        let open = FactoryError::from(DeviceError("no JACK server is running".into()));
+        let open = FactoryError::from(DeviceError::new(
+            xrunlab_engine::DeviceErrorKind::Unavailable,
+            "no JACK server is running",
+        ));
         assert_eq!(open.to_string(), "no JACK server is running");
         let source = open.source().expect("the device error is the source");
-        assert_eq!(
-            source.downcast_ref::<DeviceError>(),
-            Some(&DeviceError("no JACK server is running".into()))
-        );
+        let device = source.downcast_ref::<DeviceError>().expect("a DeviceError");
+        assert_eq!(device.kind(), xrunlab_engine::DeviceErrorKind::Unavailable);
+        assert_eq!(device.message(), "no JACK server is running");
     }
 }

@@ -492,7 +492,11 @@ async fn a_device_that_cannot_start_leaves_the_old_one_running() {
         "sim" => Ok(
             Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, c.input)) as Box<dyn Device>,
         ),
-        _ => Err(DeviceError("no such hardware here".into()).into()),
+        _ => Err(DeviceError::new(
+            xrunlab_engine::DeviceErrorKind::Unavailable,
+            "no such hardware here",
+        )
+        .into()),
     });
     let running = start(
         options(),

@@ -16,7 +16,7 @@ pub mod summary;
 
 pub use collector::{Injection, InjectionKind, Repeat, RunCollector, Schedule, Totals};
 pub use config::{BusyConfig, ConfigError, DriverMode, EngineConfig, Preset, RtConfig};
-pub use device::{Device, DeviceError, DeviceInfo, DeviceSignals};
+pub use device::{Device, DeviceError, DeviceErrorKind, DeviceInfo, DeviceSignals};
 pub use engine::{Applied, ChordInfo, Engine, EngineError, ProcessRt, ThreadInfo};
 pub use report::{BufferReport, ThreadReport, ThreadRole};
 pub use rt::driver::{Cycle, CycleOutcome, Renderer, BURST_SECONDS};

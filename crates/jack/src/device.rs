@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
-use xrunlab_engine::{Device, DeviceError, DeviceInfo, DeviceSignals, Renderer};
+use xrunlab_engine::{Device, DeviceError, DeviceErrorKind, DeviceInfo, DeviceSignals, Renderer};
 
 /// How long [`Device::stop`] waits for libjack to deactivate the client. A
 /// healthy server answers within a cycle; a dead one may never answer, and a
@@ -105,9 +105,8 @@ impl JackDevice {
             .map_err(|e| e.into_device_error(&server_label, server_name.as_deref()))?;
         let client_name = client.name().to_owned();
         let register_err = |port: &str, e: jack::Error| {
-            DeviceError(format!(
-                "could not register JACK port {client_name}:{port}: {e}"
-            ))
+            let message = format!("could not register JACK port {client_name}:{port}: {e}");
+            DeviceError::caused_by(DeviceErrorKind::Refused, message, e)
         };
         let out_l = client
             .register_port("out_l", AudioOut::default())
@@ -189,7 +188,7 @@ impl JackDevice {
     }
 
     fn gone_error(&self) -> DeviceError {
-        DeviceError(format!(
+        DeviceError::new(DeviceErrorKind::State, format!(
             "the JACK client \"{}\" on {} is closed (its server shut down, or activation failed); start the server and run again",
             self.client_name, self.server_label
         ))
@@ -203,10 +202,13 @@ impl JackDevice {
             PortFlags::IS_INPUT | PortFlags::IS_PHYSICAL,
         );
         if playback.is_empty() {
-            return Err(DeviceError(format!(
-                "--jack-connect: {} has no physical playback ports",
-                self.server_label
-            )));
+            return Err(DeviceError::new(
+                DeviceErrorKind::Unavailable,
+                format!(
+                    "--jack-connect: {} has no physical playback ports",
+                    self.server_label
+                ),
+            ));
         }
         let mut pairs: Vec<(String, String)> = self
             .port_names
@@ -222,10 +224,13 @@ impl JackDevice {
                 PortFlags::IS_OUTPUT | PortFlags::IS_PHYSICAL,
             );
             if capture.is_empty() {
-                return Err(DeviceError(format!(
-                    "--jack-connect: {} has no physical capture ports",
-                    self.server_label
-                )));
+                return Err(DeviceError::new(
+                    DeviceErrorKind::Unavailable,
+                    format!(
+                        "--jack-connect: {} has no physical capture ports",
+                        self.server_label
+                    ),
+                ));
             }
             pairs.extend(
                 capture
@@ -237,7 +242,8 @@ impl JackDevice {
         }
         for (from, to) in pairs {
             client.connect_ports_by_name(&from, &to).map_err(|e| {
-                DeviceError(format!("could not connect JACK port {from} to {to}: {e}"))
+                let message = format!("could not connect JACK port {from} to {to}: {e}");
+                DeviceError::caused_by(DeviceErrorKind::Refused, message, e)
             })?;
         }
         Ok(())
@@ -271,8 +277,9 @@ impl Device for JackDevice {
         buffer_frames: u32,
     ) -> Result<DeviceInfo, DeviceError> {
         if matches!(self.state, State::Running(..)) {
-            return Err(DeviceError(
-                "the JACK device must be stopped to be configured".into(),
+            return Err(DeviceError::new(
+                DeviceErrorKind::State,
+                "the JACK device must be stopped to be configured",
             ));
         }
         let Some(client) = self.client() else {
@@ -321,7 +328,10 @@ impl Device for JackDevice {
             State::Idle { client, ports } => (client, ports),
             running @ State::Running(..) => {
                 self.state = running;
-                return Err(DeviceError("the JACK device is already running".into()));
+                return Err(DeviceError::new(
+                    DeviceErrorKind::State,
+                    "the JACK device is already running",
+                ));
             }
             State::Closed => return Err(self.gone_error()),
         };
@@ -343,10 +353,11 @@ impl Device for JackDevice {
         };
         let process = Process::new(renderer, ports, signals, self.clock, rate, gate.clone());
         let active = client.activate_async(notifications, process).map_err(|e| {
-            DeviceError(format!(
+            let message = format!(
                 "could not activate the JACK client \"{}\" on {}: {e}",
                 self.client_name, self.server_label
-            ))
+            );
+            DeviceError::caused_by(DeviceErrorKind::Refused, message, e)
         })?;
         let connected = if self.opts.connect_ports {
             self.connect_system_ports(active.as_client())

@@ -11,7 +11,7 @@ use jack::jack_sys as j;
 use jack::{Client, ClientOptions, ClientStatus, LoggerType};
 use std::ffi::{c_char, CString};
 use std::sync::Once;
-use xrunlab_engine::DeviceError;
+use xrunlab_engine::{DeviceError, DeviceErrorKind};
 
 /// `jack_client_open` as libjack declares it: the server name follows the
 /// status pointer when the options contain `JackServerName`.
@@ -83,21 +83,21 @@ impl OpenError {
     /// The error as a user should read it: what failed and what to do.
     pub(crate) fn into_device_error(self, server_label: &str, server: Option<&str>) -> DeviceError {
         match self {
-            OpenError::Library(e) => DeviceError(format!(
+            OpenError::Library(e) => DeviceError::new(DeviceErrorKind::Unavailable, format!(
                 "could not load JACK's client library libjack ({e}): install it (Debian/Ubuntu: \
                  `apt-get install libjack-jackd2-0`), or run xrunlab through PipeWire's `pw-jack`"
             )),
-            OpenError::BadName(n) => DeviceError(format!("JACK names cannot contain NUL bytes: {n:?}")),
+            OpenError::BadName(n) => DeviceError::new(DeviceErrorKind::Refused, format!("JACK names cannot contain NUL bytes: {n:?}")),
             OpenError::Status(s) if s.intersects(ClientStatus::SERVER_FAILED | ClientStatus::SERVER_ERROR) => {
                 let n = server.map(|n| format!(" -n {n}")).unwrap_or_default();
-                DeviceError(format!(
+                DeviceError::new(DeviceErrorKind::Unavailable, format!(
                     "no JACK server is running ({server_label}): start one first, e.g. \
                      `jackd{n} -d dummy -r 48000 -p 128` (no sound card needed) or \
                      `jackd{n} -d alsa -d hw:0 -r 48000 -p 128`; with PipeWire, run xrunlab through \
                      `PIPEWIRE_QUANTUM=128/48000 pw-jack xrunlab ...`"
                 ))
             }
-            OpenError::Status(s) => DeviceError(format!(
+            OpenError::Status(s) => DeviceError::new(DeviceErrorKind::Refused, format!(
                 "the JACK server ({server_label}) refused the client (status {s:?}); check the client \
                  name and that libjack matches the server's version"
             )),

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use xrunlab_engine::rt::clock::now_ns;
-use xrunlab_engine::DeviceError;
+use xrunlab_engine::{DeviceError, DeviceErrorKind};
 
 /// What the server told the watching client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,18 +101,20 @@ impl JackWatch {
                 | j::jack_set_graph_order_callback(raw, Some(on_graph_order), arg)
         };
         if rc != 0 {
-            return Err(DeviceError(format!(
-                "the JACK {label} refused the watch client's callbacks (error {rc})"
-            )));
+            return Err(DeviceError::new(
+                DeviceErrorKind::Refused,
+                format!("the JACK {label} refused the watch client's callbacks (error {rc})"),
+            ));
         }
         // SAFETY: as above; jack_on_info_shutdown returns nothing.
         unsafe { j::jack_on_info_shutdown(raw, Some(on_shutdown), arg) };
         // SAFETY: `raw` is open and inactive, its callbacks are set.
         let rc = unsafe { j::jack_activate(raw) };
         if rc != 0 {
-            return Err(DeviceError(format!(
-                "the JACK {label} did not activate the watch client (error {rc})"
-            )));
+            return Err(DeviceError::new(
+                DeviceErrorKind::Refused,
+                format!("the JACK {label} did not activate the watch client (error {rc})"),
+            ));
         }
         Ok((
             JackWatch {

@@ -114,12 +114,13 @@ fn no_server_fails_at_once_saying_how_to_start_one() {
         "took {:?}",
         t0.elapsed()
     );
-    assert!(err.0.contains("no JACK server is running"), "{err}");
+    assert_eq!(err.kind(), xrunlab_engine::DeviceErrorKind::Unavailable);
+    assert!(err.message().contains("no JACK server is running"), "{err}");
     assert!(
-        err.0.contains(&format!("jackd -n {name} -d dummy")),
+        err.message().contains(&format!("jackd -n {name} -d dummy")),
         "{err}"
     );
-    assert!(err.0.contains("pw-jack"), "{err}");
+    assert!(err.message().contains("pw-jack"), "{err}");
 }
 
 #[test]

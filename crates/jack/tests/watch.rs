@@ -152,7 +152,7 @@ fn no_server_is_a_clear_error() {
     let _turn = take_turn();
     let err = match JackWatch::open("xrunlab-watch", Some("xrunlab-watch-nobody")) {
         Ok(_) => panic!("a watch client opened on a server that does not exist"),
-        Err(e) => e.0,
+        Err(e) => e.to_string(),
     };
     assert!(err.contains("no JACK server is running"), "{err}");
 }

@@ -226,7 +226,10 @@ mod tests {
     fn lab_errors_say_what_was_done_and_keep_the_underlying_error_as_source() {
         let device = LabError::Device {
             context: "side A: cannot open the device".into(),
-            source: DeviceError("no JACK server is running".into()),
+            source: DeviceError::new(
+                xrunlab_engine::DeviceErrorKind::Unavailable,
+                "no JACK server is running",
+            ),
         };
         assert_eq!(
             device.to_string(),

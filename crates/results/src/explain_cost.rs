@@ -4,13 +4,12 @@
 //! Written and read on the main thread.
 
 use crate::capacity::CapacityPoint;
-use crate::read::{parse_typed, ReadError};
+use crate::read::ReadError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 use xrunlab_engine::explain::trace::TraceInfo;
 use xrunlab_engine::{EngineConfig, Preset};
-use xrunlab_sys::{Fingerprint, Provenance};
 
 /// The experiments' envelope schema (the same for every experiment; [`KIND`] tells them apart).
 pub use crate::probe::SCHEMA;
@@ -189,46 +188,10 @@ pub struct ExplainCost {
 }
 
 /// The experiment's file as read back: the experiments' envelope around [`ExplainCost`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExplainCostFile {
-    /// [`SCHEMA`].
-    pub schema: String,
-    /// [`KIND`].
-    pub kind: String,
-    /// Where it came from.
-    pub provenance: Provenance,
-    /// The machine as the experiment found it.
-    pub fingerprint: Fingerprint,
-    /// Whether `--quick` settings were used.
-    pub quick: bool,
-    /// Stopped before every part ran.
-    pub incomplete: bool,
-    /// Why it ended.
-    pub end_reason: String,
-    /// What did not take effect.
-    pub warnings: Vec<String>,
-    /// The figures.
-    pub result: ExplainCost,
-}
+pub type ExplainCostFile = crate::lab::LabResult<ExplainCost>;
 
 /// Reads `text` (from `path`) as an explain-cost result; an experiment of another kind is
 /// refused naming the field `kind`.
 pub fn parse_explain_cost(path: &Path, text: &str) -> Result<ExplainCostFile, ReadError> {
-    // The kind first, so that another experiment is named as such rather than by its first
-    // missing field; text that is not JSON is named by parse_typed.
-    if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
-        if value.get("schema").and_then(|s| s.as_str()) == Some(SCHEMA) {
-            match value.get("kind").and_then(|k| k.as_str()) {
-                Some(KIND) | None => {}
-                Some(other) => {
-                    return Err(ReadError::new(
-                        path,
-                        "kind",
-                        format!("is {other:?}; this reads {KIND:?} experiments"),
-                    ))
-                }
-            }
-        }
-    }
-    parse_typed(path, text, SCHEMA)
+    crate::lab::parse_lab(path, text, KIND)
 }

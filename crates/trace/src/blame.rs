@@ -601,7 +601,15 @@ fn track_thread(
     let mut ran_in_period = false;
     let mut last_switch_on_cpu: BTreeMap<u16, u64> = BTreeMap::new();
     for e in events {
-        if e.ts_ns > end {
+        // Past `end`, events are read only while the trace has the thread waiting or asleep,
+        // to learn whether that is so: a switch-out of the thread (or a wake-up it makes)
+        // before any switch-in means the trace lost its switch-in, which came before `end` if
+        // the CPU reported no switch since then (a thread still running long past the
+        // deadline).
+        let past_end = e.ts_ns > end;
+        let switched_in = matches!(e.kind, EventKind::Switch { next_tid, .. } if next_tid == tid);
+        let waiting = matches!(state, State::Runnable { .. } | State::Sleeping { .. });
+        if past_end && (!waiting || switched_in) {
             break;
         }
         if t.state_at_start.is_none() && e.ts_ns >= period_start {
@@ -609,18 +617,29 @@ fn track_thread(
         }
         let ts = e.ts_ns;
         if shows_running(e, tid) {
-            infer_switch_in(
-                &mut t,
-                &mut state,
-                e,
-                &last_switch_on_cpu,
-                period_start,
-                engine_wake_ns,
-                &mut ran_in_period,
-            );
+            let in_span = !past_end
+                || unseen_switch_in_at(state, e, &last_switch_on_cpu, engine_wake_ns)
+                    .is_some_and(|at| at <= end);
+            if in_span {
+                infer_switch_in(
+                    &mut t,
+                    &mut state,
+                    e,
+                    &last_switch_on_cpu,
+                    period_start,
+                    engine_wake_ns,
+                    &mut ran_in_period,
+                );
+            }
+            if past_end {
+                break;
+            }
         }
         if matches!(e.kind, EventKind::Switch { .. }) {
             last_switch_on_cpu.insert(e.cpu, ts);
+        }
+        if past_end {
+            continue;
         }
         match &e.kind {
             EventKind::Switch {
@@ -747,35 +766,6 @@ fn track_thread(
     }
     if t.state_at_start.is_none() {
         t.state_at_start = Some(state);
-    }
-    // Still waiting or asleep at `end` in the trace: the window's events after `end` say
-    // whether that is so. A switch-out of the thread (or a wake-up it makes) before any
-    // switch-in means the trace lost its switch-in, which came before `end` if the CPU
-    // reported no switch since then (a thread still running long past the deadline).
-    if matches!(state, State::Runnable { .. } | State::Sleeping { .. }) {
-        for e in events.iter().filter(|e| e.ts_ns > end) {
-            if shows_running(e, tid) {
-                let at = unseen_switch_in_at(state, e, &last_switch_on_cpu, engine_wake_ns);
-                if at.is_some_and(|at| at <= end) {
-                    infer_switch_in(
-                        &mut t,
-                        &mut state,
-                        e,
-                        &last_switch_on_cpu,
-                        period_start,
-                        engine_wake_ns,
-                        &mut ran_in_period,
-                    );
-                }
-                break;
-            }
-            if matches!(e.kind, EventKind::Switch { next_tid, .. } if next_tid == tid) {
-                break;
-            }
-            if matches!(e.kind, EventKind::Switch { .. }) {
-                last_switch_on_cpu.insert(e.cpu, e.ts_ns);
-            }
-        }
     }
     match state {
         State::Running { since, cpu } => t.runs.push((Span { start: since, end }, cpu)),

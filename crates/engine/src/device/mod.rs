@@ -5,7 +5,6 @@ pub mod sim;
 
 use crate::rt::driver::Renderer;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -33,17 +32,65 @@ pub struct DeviceInfo {
     pub notes: Vec<String>,
 }
 
-/// A device failure, with what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeviceError(pub String);
-
-impl fmt::Display for DeviceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// What kind of failure a device had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceErrorKind {
+    /// The device is in the wrong state for the request (running, closed, not stopped).
+    State,
+    /// The device or its server is not there: no server running, no client library, no
+    /// physical ports, or a build without its support.
+    Unavailable,
+    /// The server refused a request: a client, its callbacks, activation, a port or a
+    /// connection.
+    Refused,
+    /// The operating system failed a call (a thread, a file).
+    Io,
 }
 
-impl std::error::Error for DeviceError {}
+/// A device failure: its kind, the words for the user (what failed and what to do about it),
+/// and the underlying error when there is one.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DeviceError {
+    kind: DeviceErrorKind,
+    message: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl DeviceError {
+    /// A failure with no underlying error.
+    pub fn new(kind: DeviceErrorKind, message: impl Into<String>) -> DeviceError {
+        DeviceError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure caused by `source`, kept as [`std::error::Error::source`].
+    pub fn caused_by(
+        kind: DeviceErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> DeviceError {
+        DeviceError {
+            kind,
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> DeviceErrorKind {
+        self.kind
+    }
+
+    /// The words for the user.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
 
 /// An audio device that calls the engine's [`Renderer`] once per period from its driver thread.
 pub trait Device: Send {
@@ -178,7 +225,13 @@ impl DeviceThread {
         let handle = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || body(flag))
-            .map_err(|e| DeviceError(format!("could not start the device thread {name}: {e}")))?;
+            .map_err(|e| {
+                DeviceError::caused_by(
+                    DeviceErrorKind::Io,
+                    format!("could not start the device thread {name}: {e}"),
+                    e,
+                )
+            })?;
         Ok(Self {
             stop,
             handle: Some(handle),

@@ -5,7 +5,7 @@
 //! of what was rendered until then), and the file is renamed to `FILE` when
 //! the render ends, after an fsync: an earlier `FILE` is never destroyed by a render that dies.
 
-use super::{Device, DeviceError, DeviceInfo, DeviceSignals, DeviceThread};
+use super::{Device, DeviceError, DeviceErrorKind, DeviceInfo, DeviceSignals, DeviceThread};
 use crate::rt::clock::now_ns;
 use crate::rt::driver::{Cycle, Renderer};
 use std::path::{Path, PathBuf};
@@ -83,8 +83,13 @@ impl Device for OfflineDevice {
             sample_format: hound::SampleFormat::Float,
         };
         let partial = partial_path(&self.path);
-        let mut writer = hound::WavWriter::create(&partial, spec)
-            .map_err(|e| DeviceError(format!("cannot create {}: {e}", partial.display())))?;
+        let mut writer = hound::WavWriter::create(&partial, spec).map_err(|e| {
+            DeviceError::caused_by(
+                DeviceErrorKind::Io,
+                format!("cannot create {}: {e}", partial.display()),
+                e,
+            )
+        })?;
         let (frames, total, rate) = (
             self.buffer_frames as usize,
             self.total_frames,

@@ -7,7 +7,7 @@
 //! went by during the late render are skipped (counted, not rendered), and the
 //! device resumes at the first period boundary after the late render ended.
 
-use super::{Device, DeviceError, DeviceInfo, DeviceSignals, DeviceThread};
+use super::{Device, DeviceError, DeviceErrorKind, DeviceInfo, DeviceSignals, DeviceThread};
 use crate::rt::clock::{now_ns, sleep_until};
 use crate::rt::driver::{Cycle, Renderer};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -67,8 +67,9 @@ impl Device for SimDevice {
         buffer_frames: u32,
     ) -> Result<DeviceInfo, DeviceError> {
         if self.running.is_some() {
-            return Err(DeviceError(
-                "the simulated device must be stopped to change its settings".into(),
+            return Err(DeviceError::new(
+                DeviceErrorKind::State,
+                "the simulated device must be stopped to change its settings",
             ));
         }
         self.sample_rate = sample_rate;
@@ -82,8 +83,9 @@ impl Device for SimDevice {
         signals: Arc<DeviceSignals>,
     ) -> Result<(), DeviceError> {
         if self.running.is_some() {
-            return Err(DeviceError(
-                "the simulated device is already running".into(),
+            return Err(DeviceError::new(
+                DeviceErrorKind::State,
+                "the simulated device is already running",
             ));
         }
         let (rate, frames, input) = (self.sample_rate, self.buffer_frames, self.input);

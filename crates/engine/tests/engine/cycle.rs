@@ -205,3 +205,33 @@ fn the_offline_device_renders_the_whole_file() {
     );
     let _ = std::fs::remove_file(path);
 }
+
+/// A device that cannot start says which kind of failure it was and keeps the underlying
+/// error: here the offline render's file in a directory that does not exist (an io error,
+/// through hound).
+#[test]
+fn a_device_that_cannot_start_is_an_io_error_that_keeps_its_source() {
+    use std::error::Error;
+    use xrunlab_engine::{DeviceErrorKind, EngineError};
+    let path = std::env::temp_dir()
+        .join(format!("xrunlab-no-such-dir-{}", std::process::id()))
+        .join("out.wav");
+    let mut c = config(40, 2, 256);
+    c.rt.priority = None;
+    let device = OfflineDevice::new(48_000, 256, 48_000, path.clone());
+    let Err(EngineError::Device(e)) = Engine::start(c, Box::new(device)) else {
+        panic!("the engine started with an unwritable render file");
+    };
+    assert_eq!(e.kind(), DeviceErrorKind::Io);
+    assert!(
+        e.to_string().starts_with("cannot create ") && e.to_string().contains("out.wav"),
+        "{e}"
+    );
+    let source = e.source().expect("the io error is the source");
+    let hound_error = source
+        .downcast_ref::<hound::Error>()
+        .expect("hound's error, which holds the io error");
+    assert!(
+        matches!(hound_error, hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::NotFound)
+    );
+}
