@@ -55,6 +55,9 @@ fi
 # as errors (including the real-time modules' disallowed allocation and lock calls), rustdoc.
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+# ... and with the default features (what `cargo run --release` builds): the code behind
+# `#[cfg(not(feature = ...))]` is compiled only there.
+cargo clippy --workspace --all-targets --locked -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --locked
 # The race checker: loom explores the render cycle's driver/worker hand-off (rt/loom_model.rs,
 # the futex model in rt/sync.rs) over every interleaving with at most 2 preemptions per

@@ -25,6 +25,9 @@ pub use jack::open as open_jack;
 pub use pipewire::open as open_pipewire;
 
 /// What a server said, in the order it said it.
+// Only the PipeWire source reports cycles, nodes, gaps and notes: a build without the
+// `pipewire` feature (the README's `cargo run --release`) constructs them nowhere.
+#[cfg_attr(not(feature = "pipewire"), allow(dead_code))]
 #[derive(Debug)]
 pub enum SourceEvent {
     /// One cycle's timing of every node.
