@@ -1,10 +1,9 @@
 //! `xrunlab` / `xrunlab dashboard`: starts the engine on the chosen device and serves the live dashboard until SIGINT, SIGTERM or SIGHUP (whose handlers the binary installs, see `signals`); runs on the main thread (the dashboard starts its own threads).
 
-use crate::cli::parse::DeviceKind;
 use crate::cli::DashboardArgs;
 use crate::devices;
 use crate::Failure;
-use xrunlab_dash::{Access, DashOptions, DeviceFactory, FactoryError, Fault};
+use xrunlab_dash::{Access, DashOptions, Fault};
 use xrunlab_engine::{Engine, EngineConfig};
 
 /// Sines the dashboard starts with: about a quarter of a 2-core machine's
@@ -26,16 +25,7 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::Usage(e.0))?;
     let device = devices::open(args.engine.device, &args.engine, &mut config)?;
     let engine = Engine::start(config, device)?;
-    let jack = devices::jack_args(&args.engine);
-    let factory: DeviceFactory = Box::new(move |kind, config| {
-        let kind = match kind {
-            "sim" => DeviceKind::Sim,
-            "jack" => DeviceKind::Jack,
-            other => return Err(FactoryError::unknown_kind(other, &devices::available())),
-        };
-        let mut config = config.clone();
-        Ok(devices::open_with(kind, &jack, &mut config)?)
-    });
+    let factory = devices::dashboard_factory(&args.engine);
     let fault = args
         .stall
         .zip(args.stall_every)

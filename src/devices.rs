@@ -3,6 +3,7 @@
 use crate::cli::parse::DeviceKind;
 use crate::cli::run::EngineArgs;
 use crate::jack_support::{self, JackArgs};
+use xrunlab_dash::{DeviceFactory, FactoryError};
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{Device, DeviceError, EngineConfig};
 
@@ -13,6 +14,20 @@ pub fn jack_args(args: &EngineArgs) -> JackArgs {
         connect: args.jack_connect,
         buffer_request: args.buffer,
     }
+}
+
+/// The dashboard's device factory: opens the kinds this build has by their names ("sim",
+/// "jack"), with the JACK settings of `args`; used by `dashboard` and `bench soak --dashboard`.
+pub fn dashboard_factory(args: &EngineArgs) -> DeviceFactory {
+    let jack = jack_args(args);
+    Box::new(move |kind, config| {
+        let kind = match kind {
+            "sim" => DeviceKind::Sim,
+            "jack" => DeviceKind::Jack,
+            other => return Err(FactoryError::unknown_kind(other, &available())),
+        };
+        Ok(open_with(kind, &jack, &mut config.clone())?)
+    })
 }
 
 /// Opens `kind` for `config`. A JACK device starts at the server's rate and

@@ -1,6 +1,5 @@
 //! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (the lab crate's `soak::run_path`: engine, run collector with its summary; the optional CSV rows are written here) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader, in `client_on.rs` behind the `soak-client` feature), sampling the process's resident memory with the lab crate's sampler to show it stays flat; prints each sample and writes the JSON after each; runs on the main thread (the dashboard mode adds its own threads).
 
-use crate::cli::parse::DeviceKind;
 use crate::cli::SoakArgs;
 use crate::csv_out::{CsvOut, CsvRows};
 use crate::devices;
@@ -10,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use xrunlab_dash::{DashOptions, DeviceFactory, FactoryError};
+use xrunlab_dash::DashOptions;
 use xrunlab_engine::{Engine, EngineConfig};
 use xrunlab_lab::soak::{
     clock, rss_bytes, soak_end, PathEnd, Sampler, SoakResult, TARGET_GROWTH_BYTES,
@@ -274,15 +273,7 @@ fn dashboard_path(
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("could not start the tokio runtime: {e}")))?;
-    let jack = devices::jack_args(&args.engine);
-    let factory: DeviceFactory = Box::new(move |kind, config| {
-        let kind = match kind {
-            "sim" => DeviceKind::Sim,
-            "jack" => DeviceKind::Jack,
-            other => return Err(FactoryError::unknown_kind(other, &devices::available())),
-        };
-        Ok(devices::open_with(kind, &jack, &mut config.clone())?)
-    });
+    let factory = devices::dashboard_factory(&args.engine);
     let opts = DashOptions::default();
     let frames = Arc::new(AtomicU64::new(0));
     let result = runtime.block_on(async {
