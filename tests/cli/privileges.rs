@@ -28,11 +28,21 @@ fn binary_for_nobody() -> PathBuf {
 }
 
 /// A copy of the binary, mode 0755, in a scratch directory `name` that others may search.
+///
+/// The copy is made by a `cp` child, not by this process: a file this process held open for
+/// writing would be inherited by any child another test thread forks meanwhile, and executing
+/// the copy while such a child still holds it fails with ETXTBSY ("Text file busy"). `cp`'s
+/// descriptor lives and dies in `cp`, which has exited before the copy is run.
 fn copy_for_nobody(name: &str) -> PathBuf {
     let dir = scratch(name);
     std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o755)).unwrap();
     let copy = dir.join("xrunlab");
-    std::fs::copy(env!("CARGO_BIN_EXE_xrunlab"), &copy).unwrap();
+    let cp = Command::new("cp")
+        .arg(env!("CARGO_BIN_EXE_xrunlab"))
+        .arg(&copy)
+        .status()
+        .expect("cp runs");
+    assert!(cp.success(), "cp of the binary to {} failed: {cp}", copy.display());
     std::fs::set_permissions(&copy, PermissionsExt::from_mode(0o755)).unwrap();
     copy
 }
