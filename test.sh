@@ -97,8 +97,11 @@ lychee --offline --include-fragments --no-progress --root-dir "$PWD/docs/book" d
 # The README's links into the book, the crates and the pictures.
 lychee --offline --no-progress README.md
 
-# The JACK and watch tests drive a real late client (crates/jack-testkit); cargo builds a
-# package's binaries only for that package's tests, so build it first.
+# The live PipeWire tests run on the system's PipeWire (Debian 12's 0.3.65) and on 1.4.2, which
+# most users run: unpacked (not installed) under target/pw-1.4 from Debian's bookworm-backports.
+bash tests/pipewire-1.4.sh
+# The JACK and watch tests drive a real late client and an RT hog (crates/jack-testkit); cargo
+# builds a package's binaries only for that package's tests, so build them first.
 cargo build -p xrunlab-jack-testkit --bins --locked
 # soak-client: `bench soak --dashboard`'s WebSocket reader (tests/cli/soak.rs), not shipped.
 cargo test --workspace --features jack,pipewire,soak-client --locked -- --include-ignored

@@ -7,90 +7,23 @@ use crate::cli::parse::WatchServer;
 use crate::cli::watch::WatchArgs;
 use crate::files;
 use crate::signals::StopSignals;
-use crate::watch_source::{self, JackChain, Source, SourceEvent};
+use crate::watch_source;
 use crate::watch_view::{LiveView, Screen};
 use crate::Failure;
 use serde_json::json;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use xrunlab_results::watch::{KernelNote, WatchResult, SCHEMA};
 use xrunlab_results::write::PartialFile;
 use xrunlab_sys::provenance::Provenance;
-use xrunlab_trace::blame::LEAD_IN_NS;
 use xrunlab_trace::perfetto::KERNEL_PID;
-use xrunlab_trace::{now_ns, PerfettoOptions, PerfettoWriter, TraceOptions, Tracer, Track};
-use xrunlab_watch::jack_chain::{derive_cycles, pick_threads};
-use xrunlab_watch::{
-    card, confirm, map_node, words, Card, Confidence, Detector, Faults, Kernel, Mapping, Summary,
-    Tally, Xrun,
-};
+use xrunlab_trace::{now_ns, PerfettoOptions, PerfettoWriter, Track};
+use xrunlab_watch::{words, Card, KernelSide, Source, Summary, WatchEvent, Watcher};
 
-/// How long after an xrun's deadline the kernel's events are taken: the tracer's reader drains
-/// every 10 ms, so this leaves it time to have the whole window.
-const SETTLE_NS: u64 = TAIL_NS + 50_000_000;
-/// How far past an xrun's deadline its window of kernel events reaches: a thread still running
-/// at the deadline (whose BUSY the server could not give) shows its switch-out in it if it ran
-/// up to this late, which is how the kernel's account sees that it ran when the trace lost its
-/// switch-in.
-const TAIL_NS: u64 = 20_000_000;
-/// JACK2 sends its xrun notification after the late cycle: the wake chain is read this far back.
-const JACK_LOOKBACK_NS: u64 = 60_000_000;
-/// ... and this far ahead, so that a client still running at the notification is seen finishing.
-const JACK_LOOKAHEAD_NS: u64 = 30_000_000;
-/// Recent wake-ups kept per node to confirm its thread against the kernel's switch-ins.
-const AWAKE_HISTORY: usize = 32;
-/// How often JACK2's clients' WAIT and BUSY are rebuilt from the wake chain (for the node view
-/// and the summary; xruns come from the server's callback): well within the tracer's 500 ms
-/// window, so that every cycle is read once.
-const JACK_SAMPLE: Duration = Duration::from_millis(250);
-/// The most of the wake chain read per sample, ns (what the tracer still holds).
-const JACK_SAMPLE_SPAN_NS: u64 = 400_000_000;
-/// How long the JACK server's and clients' threads, read from /proc, are used before being
-/// read again (a graph change is seen within this).
-const JACK_CHAIN_REFRESH: Duration = Duration::from_secs(3);
-/// How often the mapped threads' page-fault counters are sampled, and how many samples are kept
-/// per thread (a card needs one from before its xrun, which it gets within about 0.1 s).
-const FAULT_SAMPLE: Duration = Duration::from_millis(250);
-const FAULT_SAMPLES_KEPT: usize = 8;
 /// How often --json is rewritten while watching, so a killed watch leaves a recent summary.
 const CHECKPOINT: Duration = Duration::from_secs(10);
-
-/// The kernel side: a running tracer, or why there is none.
-struct KernelSide {
-    tracer: Option<Tracer>,
-    missing: String,
-    cpus: Vec<usize>,
-}
-
-impl KernelSide {
-    fn start(no_kernel: bool) -> KernelSide {
-        let cpus = xrunlab_sys::online_cpus(Path::new("/sys"));
-        if no_kernel {
-            return KernelSide {
-                tracer: None,
-                missing: "not recorded (--no-kernel)".into(),
-                cpus,
-            };
-        }
-        match Tracer::start(&cpus, &TraceOptions::default()) {
-            Ok(t) => KernelSide {
-                tracer: Some(t),
-                missing: String::new(),
-                cpus,
-            },
-            Err(e) => KernelSide {
-                tracer: None,
-                missing: format!(
-                    "{e}. Run as root, or give the binary CAP_PERFMON (with perf_event_paranoid \
-                     ≤ 2) and read access to tracefs's event formats"
-                ),
-                cpus,
-            },
-        }
-    }
-}
 
 /// Where the xrun lines and records go.
 struct Output {
@@ -142,6 +75,26 @@ impl Output {
             t.dropout(track, c.xrun.deadline_ns, &verdict, json!(c));
             if let Some(w) = window {
                 t.kernel_events(&w.events, cpus);
+            }
+        }
+        Ok(())
+    }
+
+    /// What a watcher step yielded: cards printed and written, cycles into the trace, notes.
+    fn events(
+        &mut self,
+        events: Vec<WatchEvent>,
+        watcher: &Watcher,
+        cpus: &[usize],
+    ) -> Result<(), Failure> {
+        for e in events {
+            match e {
+                WatchEvent::Cycle(c) => self.cycle(&c, watcher.names()),
+                WatchEvent::Card(c, window) => self.card(&c, window.as_ref(), cpus)?,
+                WatchEvent::Note(s) => match self.view.as_mut() {
+                    Some(v) => v.log(format!("note: {s}")),
+                    None => eprintln!("note: {s}"),
+                },
             }
         }
         Ok(())
@@ -199,191 +152,6 @@ fn open_source(args: &WatchArgs) -> Result<Box<dyn Source>, Failure> {
     opened.map_err(Failure::Runtime)
 }
 
-/// Everything the loop keeps between events; all of it bounded by the number of nodes.
-struct State {
-    detector: Detector,
-    tally: Tally,
-    names: BTreeMap<u32, (String, Option<i32>)>,
-    mappings: HashMap<u32, Mapping>,
-    awake: HashMap<u32, VecDeque<u64>>,
-    pending: VecDeque<Xrun>,
-    jack_xruns: VecDeque<u64>,
-    /// JACK: each client's callback thread as the wake chain showed it, and in how many wakes.
-    jack_threads: HashMap<u32, (i32, usize)>,
-    /// JACK: the last overrun carded (node, signal), and the callbacks it caused after the first.
-    last_jack: Option<(u32, u64)>,
-    /// JACK: when the server called back for the last carded overrun, ns.
-    last_jack_at: Option<u64>,
-    jack_repeats: u64,
-    /// When watch started, ns: JACK2's cycles are numbered from it by the period.
-    started_ns: u64,
-    /// JACK: the wake chain was read up to here (the start of the last cycle not yet taken), ns.
-    jack_observed_until: u64,
-    jack_sampled: Instant,
-    /// JACK: the server's and clients' threads, and when they were read.
-    jack_chain: Option<(JackChain, Instant)>,
-    /// Each mapped thread's page-fault counters, sampled every 250 ms: (ns, minor, major), the
-    /// last few, so that a card finds one taken before its xrun.
-    fault_samples: HashMap<i32, VecDeque<(u64, u64, u64)>>,
-    faults_sampled: Instant,
-    gaps: u64,
-}
-
-impl State {
-    /// The threads whose page faults are followed: every node's mapped thread.
-    fn mapped_threads(&self) -> Vec<(i32, i32)> {
-        let mapped = self
-            .mappings
-            .values()
-            .filter_map(|m| Some((m.pid?, m.thread.as_ref()?.tid)));
-        let jack = self
-            .jack_threads
-            .iter()
-            .filter_map(|(id, (tid, _))| Some((self.names.get(id)?.1?, *tid)));
-        mapped.chain(jack).collect()
-    }
-
-    /// Samples the followed threads' page-fault counters (and forgets threads no longer mapped).
-    fn sample_faults(&mut self) {
-        // A node's thread is found once, so that its first card has a sample from before it.
-        for (id, (_, pid)) in &self.names {
-            if !self.mappings.contains_key(id) {
-                self.mappings
-                    .insert(*id, map_node(Path::new("/proc"), *pid));
-            }
-        }
-        let threads = self.mapped_threads();
-        self.fault_samples
-            .retain(|tid, _| threads.iter().any(|(_, t)| t == tid));
-        let now = now_ns();
-        for (pid, tid) in threads {
-            if let Ok((minor, major)) =
-                xrunlab_sys::procfs::read_thread_faults(Path::new("/proc"), pid, tid)
-            {
-                let s = self.fault_samples.entry(tid).or_default();
-                s.push_back((now, minor, major));
-                if s.len() > FAULT_SAMPLES_KEPT {
-                    s.pop_front();
-                }
-            }
-        }
-    }
-
-    /// The page faults of the card's thread from the last sample before its xrun until now.
-    fn faults_of(&self, c: &Card) -> Option<Faults> {
-        let m = c.mapping.as_ref()?;
-        let (pid, tid) = (m.pid?, m.thread.as_ref()?.tid);
-        let (at, minor0, major0) = self
-            .fault_samples
-            .get(&tid)?
-            .iter()
-            .rev()
-            .find(|s| s.0 <= c.xrun.cycle_start_ns)
-            .copied()?;
-        let (minor, major) =
-            xrunlab_sys::procfs::read_thread_faults(Path::new("/proc"), pid, tid).ok()?;
-        Some(Faults {
-            minor: minor.saturating_sub(minor0),
-            major: major.saturating_sub(major0),
-            span_ms: now_ns().saturating_sub(at) as f64 / 1e6,
-        })
-    }
-
-    fn mapping(&mut self, id: u32) -> Mapping {
-        let pid = self.names.get(&id).and_then(|n| n.1);
-        if let (Some(&(tid, wakes)), Some(pid)) = (self.jack_threads.get(&id), pid) {
-            let thread = xrunlab_watch::mapping::rt_threads(Path::new("/proc"), pid)
-                .into_iter()
-                .find(|t| t.tid == tid);
-            if let Some(thread) = thread {
-                return Mapping {
-                    pid: Some(pid),
-                    thread: Some(thread),
-                    confidence: if wakes >= 3 {
-                        Confidence::High
-                    } else {
-                        Confidence::Medium
-                    },
-                    reason: format!(
-                        "woken by the JACK server's thread {wakes} times around this xrun"
-                    ),
-                };
-            }
-        }
-        let m = self
-            .mappings
-            .entry(id)
-            .or_insert_with(|| map_node(Path::new("/proc"), pid));
-        if m.pid != pid {
-            *m = map_node(Path::new("/proc"), pid);
-        }
-        m.clone()
-    }
-
-    /// The card of `x`, with the kernel's events when they are recorded. `unattributed` says why
-    /// a server-reported xrun could not be tied to a node (JACK2 without the wake chain).
-    fn card_of(
-        &mut self,
-        x: &Xrun,
-        kernel: &KernelSide,
-        unattributed: Option<&str>,
-    ) -> (Card, Option<xrunlab_trace::Window>) {
-        let app = x
-            .node
-            .as_ref()
-            .and_then(|n| self.detector.nodes().get(&n.id))
-            .and_then(|s| s.info.app_name.clone());
-        let Some(node) = &x.node else {
-            let c = match unattributed {
-                Some(why) => card(x, app, None, Kernel::Missing(why)),
-                // The graph was seen finishing in time: driver-side.
-                None => {
-                    let seen = xrunlab_trace::Window {
-                        t0_ns: x.cycle_start_ns,
-                        t1_ns: x.deadline_ns,
-                        events: Vec::new(),
-                        lost_events: 0,
-                        complete: true,
-                        ..Default::default()
-                    };
-                    card(
-                        x,
-                        app,
-                        None,
-                        Kernel::Window(&seen, &xrunlab_trace::NoLookup),
-                    )
-                }
-            };
-            return (c, None);
-        };
-        let mut mapping = self.mapping(node.id);
-        let Some(tracer) = &kernel.tracer else {
-            return (
-                card(x, app, Some(mapping), Kernel::Missing(&kernel.missing)),
-                None,
-            );
-        };
-        let signal = if node.signal_ns > 0 {
-            node.signal_ns
-        } else {
-            x.cycle_start_ns
-        };
-        let window = tracer.snapshot(signal.saturating_sub(LEAD_IN_NS), x.deadline_ns + TAIL_NS);
-        let awake: Vec<u64> = self
-            .awake
-            .get(&node.id)
-            .map(|a| a.iter().copied().collect())
-            .unwrap_or_default();
-        confirm(&mut mapping, Path::new("/proc"), &window.events, &awake);
-        self.mappings.insert(node.id, mapping.clone());
-        let lookup = tracer.tasks();
-        (
-            card(x, app, Some(mapping), Kernel::Window(&window, &lookup)),
-            Some(window),
-        )
-    }
-}
-
 /// Runs `xrunlab watch`.
 pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
     for (flag, path) in [
@@ -401,9 +169,10 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         Path::new("/proc"),
         Path::new("/sys"),
     );
-    let mut source = open_source(args)?;
+    let source = open_source(args)?;
     let server = source.describe();
-    let kernel = KernelSide::start(args.no_kernel);
+    let reports_timing = source.reports_timing();
+    let mut watcher = Watcher::new(source, KernelSide::start(args.no_kernel));
     let lines = match &args.json_lines {
         Some(target) => Some(PartialFile::create(target)?),
         None => None,
@@ -420,17 +189,10 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         None => None,
     };
     let batch = args.batch || !std::io::stdout().is_terminal();
-    let kernel_words = match &kernel.tracer {
-        Some(t) => format!(
-            "recorded on CPUs {:?} ({})",
-            t.info().cpus,
-            t.info().backend
-        ),
-        None => kernel.missing.clone(),
-    };
+    let kernel_words = watcher.kernel().words();
     println!("watching {server}; read-only, nothing in the graph is changed");
     println!("kernel events: {kernel_words}");
-    let note = (!source.reports_timing() && kernel.tracer.is_none()).then(|| {
+    let note = (!reports_timing && watcher.kernel().tracer.is_none()).then(|| {
         "JACK2 reports no per-client timing: WAIT and BUSY come from the kernel's wake chain, \
          which is not recorded"
             .to_owned()
@@ -451,27 +213,7 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         trace,
         tracks: HashMap::new(),
     };
-
-    let mut st = State {
-        detector: Detector::new(),
-        tally: Tally::default(),
-        names: BTreeMap::new(),
-        mappings: HashMap::new(),
-        awake: HashMap::new(),
-        pending: VecDeque::new(),
-        jack_xruns: VecDeque::new(),
-        jack_threads: HashMap::new(),
-        last_jack: None,
-        last_jack_at: None,
-        jack_repeats: 0,
-        started_ns: now_ns(),
-        jack_observed_until: 0,
-        jack_sampled: Instant::now(),
-        jack_chain: None,
-        fault_samples: HashMap::new(),
-        faults_sampled: Instant::now(),
-        gaps: 0,
-    };
+    let cpus = watcher.kernel().cpus.clone();
     let end_reason;
     let mut server_gone = None;
     let mut last_checkpoint = Instant::now();
@@ -491,55 +233,16 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
                 end_reason = "ended from the live view".into();
                 break;
             }
-            v.tick(|| screen(&server, &kernel_words, &note, &st, started))
+            v.tick(|| screen(&server, &kernel_words, &note, &watcher, started))
                 .map_err(|e| Failure::Runtime(format!("the live view: {e}")))?;
         }
-        match source.next(Duration::from_millis(50)) {
-            Some(SourceEvent::Cycle(c)) => {
-                for n in &c.followers {
-                    if n.awake_ns > 0 && n.wait_ns().is_some() {
-                        let a = st.awake.entry(n.id).or_default();
-                        a.push_back(n.awake_ns);
-                        if a.len() > AWAKE_HISTORY {
-                            a.pop_front();
-                        }
-                    }
-                }
-                out.cycle(&c, &st.names);
-                let found = st.detector.cycle(&c);
-                st.pending.extend(found);
-            }
-            Some(SourceEvent::Node(n)) => {
-                st.names.insert(n.id, (n.name.clone(), n.pid));
-                st.detector.node(n);
-            }
-            Some(SourceEvent::NodeRemoved(id)) => {
-                st.names.remove(&id);
-                st.mappings.remove(&id);
-                st.awake.remove(&id);
-                st.detector.node_removed(id);
-            }
-            Some(SourceEvent::ServerXrun(at)) => st.jack_xruns.push_back(at),
-            Some(SourceEvent::Gap(n)) => st.gaps += n,
-            Some(SourceEvent::Note(s)) => match out.view.as_mut() {
-                Some(v) => v.log(format!("note: {s}")),
-                None => eprintln!("note: {s}"),
-            },
-            Some(SourceEvent::Ended(why)) => {
+        match watcher.step(Duration::from_millis(50)) {
+            Ok(events) => out.events(events, &watcher, &cpus)?,
+            Err(why) => {
                 server_gone = Some(why.clone());
                 end_reason = why;
                 break;
             }
-            None => {}
-        }
-        flush_cards(&mut st, &kernel, &mut out, source.as_mut(), false)?;
-        if st.faults_sampled.elapsed() >= FAULT_SAMPLE {
-            st.faults_sampled = Instant::now();
-            st.sample_faults();
-        }
-        if !source.reports_timing() && st.jack_sampled.elapsed() >= JACK_SAMPLE {
-            st.jack_sampled = Instant::now();
-            sample_jack_timing(&mut st, &kernel, &mut out, source.as_mut());
         }
         if last_checkpoint.elapsed() >= CHECKPOINT {
             last_checkpoint = Instant::now();
@@ -548,8 +251,7 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
                     p,
                     &provenance,
                     &server,
-                    &st,
-                    &kernel,
+                    &watcher,
                     started,
                     "watch still running",
                     true,
@@ -557,7 +259,8 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             }
         }
     }
-    flush_cards(&mut st, &kernel, &mut out, source.as_mut(), true)?;
+    let last = watcher.finish();
+    out.events(last, &watcher, &cpus)?;
 
     if let Some(v) = out.view.take() {
         let log = v.finish();
@@ -577,15 +280,20 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         }
     }
     provenance.finish();
-    let summary = st.tally.summary(&st.detector);
-    print_summary(&server, started.elapsed(), &summary, st.gaps, &end_reason);
+    let summary = watcher.summary();
+    print_summary(
+        &server,
+        started.elapsed(),
+        &summary,
+        watcher.gaps(),
+        &end_reason,
+    );
     if let Some(p) = &args.json {
         write_result(
             p,
             &provenance,
             &server,
-            &st,
-            &kernel,
+            &watcher,
             started,
             &end_reason,
             false,
@@ -624,177 +332,37 @@ fn finish_trace(t: PerfettoWriter<PartialFile>) -> Option<String> {
     }
 }
 
-/// JACK2: rebuilds the clients' cycles since the last sample from the kernel's wake chain, for
-/// their WAIT and BUSY (and the trace's slices); the cycle cut by the window's end is taken with
-/// the next sample.
-fn sample_jack_timing(
-    st: &mut State,
-    kernel: &KernelSide,
-    out: &mut Output,
-    source: &mut dyn Source,
-) {
-    let Some(tracer) = &kernel.tracer else {
-        return;
-    };
-    // Finding the server and its clients walks /proc: done again only every few seconds.
-    if st
-        .jack_chain
-        .as_ref()
-        .is_none_or(|(_, at)| at.elapsed() >= JACK_CHAIN_REFRESH)
-    {
-        st.jack_chain = source.chain().map(|c| (c, Instant::now()));
-    }
-    let Some((chain, _)) = &st.jack_chain else {
-        return;
-    };
-    let to = now_ns().saturating_sub(JACK_LOOKAHEAD_NS);
-    let from = st
-        .jack_observed_until
-        .max(to.saturating_sub(JACK_SAMPLE_SPAN_NS));
-    if to <= from {
-        return;
-    }
-    let window = tracer.snapshot(from, to);
-    let (threads, _) = pick_threads(&window.events, chain.server_tid, &chain.clients);
-    let cycles = derive_cycles(&window.events, &threads, chain.period);
-    let Some((last, whole)) = cycles.split_last() else {
-        return;
-    };
-    for c in whole {
-        st.detector.observe(c);
-        out.cycle(c, &st.names);
-    }
-    st.jack_observed_until = last.driver.signal_ns;
-}
-
 /// What the live view shows now.
 fn screen(
     server: &str,
     kernel: &str,
     note: &Option<String>,
-    st: &State,
+    watcher: &Watcher,
     started: Instant,
 ) -> Screen {
-    let (cycles, xruns, _) = st.detector.totals();
+    let (cycles, xruns, _) = watcher.detector().totals();
     Screen {
         server: server.to_owned(),
         kernel: kernel.to_owned(),
-        quantum: st.detector.quantum(),
+        quantum: watcher.detector().quantum(),
         cycles,
         xruns,
         elapsed_s: started.elapsed().as_secs_f64(),
-        nodes: Screen::rows(&st.detector),
+        nodes: Screen::rows(watcher.detector()),
         note: note.clone(),
     }
 }
 
-/// Turns xruns whose kernel window is complete into cards (all of them when `all`).
-fn flush_cards(
-    st: &mut State,
-    kernel: &KernelSide,
-    out: &mut Output,
-    source: &mut dyn Source,
-    all: bool,
-) -> Result<(), Failure> {
-    let now = now_ns();
-    let settled = |deadline: u64| all || kernel.tracer.is_none() || now > deadline + SETTLE_NS;
-    while st.pending.front().is_some_and(|x| settled(x.deadline_ns)) {
-        let x = st.pending.pop_front().expect("checked");
-        let (mut c, window) = st.card_of(&x, kernel, None);
-        c.faults = st.faults_of(&c);
-        st.tally.add(&c);
-        out.card(&c, window.as_ref(), &kernel.cpus)?;
-    }
-    while st
-        .jack_xruns
-        .front()
-        .is_some_and(|&at| settled(at + JACK_LOOKAHEAD_NS))
-    {
-        let at = st.jack_xruns.pop_front().expect("checked");
-        let period = st.detector.quantum().unwrap_or((0, 0));
-        let mut unattributed = None;
-        let found = match (&kernel.tracer, source.chain()) {
-            (Some(tracer), Some(chain)) => {
-                let window =
-                    tracer.snapshot(at.saturating_sub(JACK_LOOKBACK_NS), at + JACK_LOOKAHEAD_NS);
-                let (threads, counts) =
-                    pick_threads(&window.events, chain.server_tid, &chain.clients);
-                for (id, _, tid) in &threads.clients {
-                    let wakes = counts.iter().find(|c| c.0 == *id).map_or(0, |c| c.1);
-                    st.jack_threads.insert(*id, (*tid, wakes));
-                }
-                let cycles = derive_cycles(&window.events, &threads, chain.period);
-                let mut local = Detector::new();
-                for s in st.detector.nodes().values() {
-                    local.node(s.info.clone());
-                }
-                let late: Vec<Xrun> = cycles
-                    .iter()
-                    .flat_map(|c| local.cycle(c))
-                    .filter(|x| x.cycle_start_ns < at)
-                    .collect();
-                match late.last() {
-                    // JACK2 calls back once per late cycle: a long overrun is one xrun.
-                    Some(x) if x.node.as_ref().map(|n| (n.id, n.signal_ns)) == st.last_jack => {
-                        st.jack_repeats += 1;
-                        continue;
-                    }
-                    Some(x) => {
-                        st.last_jack = x.node.as_ref().map(|n| (n.id, n.signal_ns));
-                        let mut x = x.clone();
-                        // The rebuilt cycles are numbered within their window: number them
-                        // from watch's start instead.
-                        x.cycle = x.cycle_start_ns.saturating_sub(st.started_ns)
-                            / chain.period.ns().max(1);
-                        Some(st.detector.adopt(x))
-                    }
-                    // A callback just after a carded overrun whose window no longer shows it
-                    // late: JACK2's repeat for the same overrun, not a driver-side xrun.
-                    None if st
-                        .last_jack_at
-                        .is_some_and(|t| at.saturating_sub(t) < JACK_LOOKBACK_NS) =>
-                    {
-                        st.jack_repeats += 1;
-                        continue;
-                    }
-                    None => None,
-                }
-            }
-            (None, _) => {
-                unattributed = Some(kernel.missing.clone());
-                None
-            }
-            (Some(_), None) => {
-                unattributed = Some(
-                    "the JACK server's or its clients' real-time threads were not found in /proc"
-                        .to_owned(),
-                );
-                None
-            }
-        };
-        // Every carded callback opens the window in which a callback that finds nothing new
-        // late is JACK2 repeating itself (a late driver is called back for every cycle too).
-        st.last_jack_at = Some(at);
-        let x = found.unwrap_or_else(|| st.detector.server_reported(at, period));
-        let (mut c, window) = st.card_of(&x, kernel, unattributed.as_deref());
-        c.faults = st.faults_of(&c);
-        st.tally.add(&c);
-        out.card(&c, window.as_ref(), &kernel.cpus)?;
-    }
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
 fn write_result(
     path: &Path,
     provenance: &Provenance,
     server: &str,
-    st: &State,
-    kernel: &KernelSide,
+    watcher: &Watcher,
     started: Instant,
     end_reason: &str,
     checkpoint: bool,
 ) -> Result<(), Failure> {
+    let kernel = watcher.kernel();
     let lost = kernel.tracer.as_ref().map_or(0, |t| t.stats().lost_total);
     let result = WatchResult {
         schema: SCHEMA.to_owned(),
@@ -812,9 +380,9 @@ fn write_result(
             },
             lost,
         },
-        profiler_gaps: st.gaps,
-        jack_repeat_callbacks: st.jack_repeats,
-        summary: st.tally.summary(&st.detector),
+        profiler_gaps: watcher.gaps(),
+        jack_repeat_callbacks: watcher.jack_repeats(),
+        summary: watcher.summary(),
     };
     Ok(xrunlab_results::write::write_json(path, &result)?)
 }

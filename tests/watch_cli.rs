@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-use xrunlab_jack_testkit::{late_client, take_turn, TestPipeWire, TestServer};
+use xrunlab_jack_testkit::{late_client, take_turn, PipeWireBuild, TestPipeWire, TestServer};
 use xrunlab_results::bench_watch::read_bench_watch;
 use xrunlab_results::watch::{read_watch, WatchResult};
 use xrunlab_testkit::{reap, RtHog};
@@ -23,6 +23,8 @@ fn now_ns() -> u64 {
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("xrunlab-watch-{name}-{}", std::process::id()));
+    // Empty: a test that runs on two PipeWire builds must not read the first one's files.
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir
 }
@@ -72,7 +74,7 @@ fn start_client(mut cmd: Command) -> Client {
 }
 
 /// `xrunlab watch ARGS --batch --json-lines F --json J`; the output and both files' contents.
-fn watch(args: &[&str], env: &[(&str, &Path)], dir: &Path) -> (Output, Vec<Value>, WatchResult) {
+fn watch(args: &[&str], env: &[(&str, PathBuf)], dir: &Path) -> (Output, Vec<Value>, WatchResult) {
     let (lines, json) = (dir.join("xruns.jsonl"), dir.join("watch.json"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_xrunlab"));
     cmd.arg("watch")
@@ -168,18 +170,27 @@ fn check_every_overrun_named(records: &[Value], induced: &[u64], from: u64, to: 
 #[test]
 #[ignore = "needs pipewire and pipewire-jack (test.sh installs them and runs this with --include-ignored)"]
 fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
-    let _turn = take_turn();
-    let pw = TestPipeWire::start(256);
+    // On the system's PipeWire (0.3.65) and on 1.4 (what most users run).
+    for build in PipeWireBuild::all() {
+        let _turn = take_turn();
+        on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long_on(&build);
+    }
+}
+
+fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long_on(
+    build: &PipeWireBuild,
+) {
+    let pw = TestPipeWire::start_build(build, 256);
     let client = start_client({
         let mut c = pw.pw_jack(&late_client());
         c.args(["late", "60", "8000", "30"]);
         c
     });
-    let dir = scratch("pw-late");
+    let dir = scratch(&format!("pw-late-{}", build.label()));
     let from = now_ns() + 1_000_000_000;
     let (out, records, summary) = watch(
         &["--server", "pipewire", "--duration", "6s"],
-        &[("XDG_RUNTIME_DIR", pw.runtime_dir())],
+        &pw.env(),
         &dir,
     );
     let to = now_ns() - 500_000_000;
@@ -324,7 +335,7 @@ fn on_jack_every_overrun_of_a_client_is_a_card_that_names_it_ran_long() {
 }
 
 /// `xrunlab watch` on a terminal (a pseudo-terminal from `script`, 120x40): the live view's text.
-fn watch_on_a_terminal(args: &str, env: &[(&str, &Path)]) -> (bool, String) {
+fn watch_on_a_terminal(args: &str, env: &[(&str, PathBuf)]) -> (bool, String) {
     let cmd = format!(
         "stty cols 120 rows 40; exec {} watch {args}",
         env!("CARGO_BIN_EXE_xrunlab")
@@ -344,17 +355,24 @@ fn watch_on_a_terminal(args: &str, env: &[(&str, &Path)]) -> (bool, String) {
 #[test]
 #[ignore = "needs pipewire and pipewire-jack (test.sh installs them and runs this with --include-ignored)"]
 fn on_a_terminal_the_live_view_shows_the_nodes_and_the_xrun_log_then_the_summary() {
-    let _turn = take_turn();
-    let pw = TestPipeWire::start(256);
+    // On the system's PipeWire (0.3.65) and on 1.4 (what most users run).
+    for build in PipeWireBuild::all() {
+        let _turn = take_turn();
+        on_a_terminal_the_live_view_shows_the_nodes_and_the_xrun_log_then_the_summary_on(&build);
+    }
+}
+
+fn on_a_terminal_the_live_view_shows_the_nodes_and_the_xrun_log_then_the_summary_on(
+    build: &PipeWireBuild,
+) {
+    let pw = TestPipeWire::start_build(build, 256);
     let _client = start_client({
         let mut c = pw.pw_jack(&late_client());
         c.args(["late", "60", "8000", "30"]);
         c
     });
-    let (ok, screen) = watch_on_a_terminal(
-        "--server pipewire --no-kernel --duration 4s",
-        &[("XDG_RUNTIME_DIR", pw.runtime_dir())],
-    );
+    let (ok, screen) =
+        watch_on_a_terminal("--server pipewire --no-kernel --duration 4s", &pw.env());
     assert!(ok, "{screen}");
     // The view (drawn on the alternate screen, so it is in the raw output) ...
     for want in [
@@ -455,8 +473,17 @@ fn check_hog_named(records: &[Value], hogs: &[i32], out: &Output) {
 #[test]
 #[ignore = "needs root (SCHED_FIFO hogs, kernel tracing) and pipewire (test.sh runs it as root in CI)"]
 fn on_pipewire_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy() {
-    let _turn = take_turn();
-    let pw = TestPipeWire::start(256);
+    // On the system's PipeWire (0.3.65) and on 1.4 (what most users run).
+    for build in PipeWireBuild::all() {
+        let _turn = take_turn();
+        on_pipewire_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy_on(&build);
+    }
+}
+
+fn on_pipewire_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy_on(
+    build: &PipeWireBuild,
+) {
+    let pw = TestPipeWire::start_build(build, 256);
     // The client never overruns on its own; its thread lives on CPU 1, the server on CPU 0.
     let client = start_client({
         let mut c = pw.pw_jack(&late_client());
@@ -465,12 +492,12 @@ fn on_pipewire_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy() {
     });
     pin_process(pw.pid(), 0);
     pin(client.tid, 1);
-    let dir = scratch("pw-hog");
+    let dir = scratch(&format!("pw-hog-{}", build.label()));
     let until = now_ns() + 5_000_000_000;
     let hogs = std::thread::spawn(move || hog_cpu1(until));
     let (out, records, _) = watch(
         &["--server", "pipewire", "--duration", "6s"],
-        &[("XDG_RUNTIME_DIR", pw.runtime_dir())],
+        &pw.env(),
         &dir,
     );
     let hogs = hogs.join().expect("hogs");
@@ -522,21 +549,33 @@ fn on_jack_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy() {
 #[test]
 #[ignore = "needs pipewire (test.sh installs it); a 60 s watch of a clean graph"]
 fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts() {
-    let _turn = take_turn();
-    let pw = TestPipeWire::start(256);
+    // On the system's PipeWire (0.3.65) and on 1.4 (what most users run).
+    for build in PipeWireBuild::all() {
+        let _turn = take_turn();
+        a_clean_minute_reports_only_xruns_the_servers_own_rule_counts_on(&build);
+    }
+}
+
+fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts_on(build: &PipeWireBuild) {
+    let pw = TestPipeWire::start_build(build, 256);
     let _client = start_client({
         let mut c = pw.pw_jack(&late_client());
         c.args(["late", "1000000", "0", "90"]);
         c
     });
-    let server = TestServer::start("xwatchclean", 256);
+    // The JACK half runs once, beside the system's PipeWire.
+    let on_jack = *build == PipeWireBuild::System;
+    let server = on_jack.then(|| TestServer::start("xwatchclean", 256));
+    let Some(server) = server else {
+        return clean_pipewire_minute(build, &pw);
+    };
     let _jclient = start_client({
         let mut c = Command::new(late_client());
         c.args(["late", "1000000", "0", "90"])
             .env("JACK_DEFAULT_SERVER", server.name());
         c
     });
-    let jdir = scratch("jack-clean");
+    let jdir = scratch(&format!("jack-clean-{}", build.label()));
     let jack_name = server.name().to_owned();
     let jack = std::thread::spawn(move || {
         watch(
@@ -552,37 +591,7 @@ fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts() {
             &jdir,
         )
     });
-    let (out, records, summary) = watch(
-        &["--server", "pipewire", "--duration", "60s"],
-        &[("XDG_RUNTIME_DIR", pw.runtime_dir())],
-        &scratch("pw-clean"),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // A machine this noisy can drop a cycle on its own; whatever is reported must be one the
-    // server itself counts: a node still running when the next cycle began (PipeWire's
-    // update_xrun_stats), or the node's or driver's own count.
-    // A node that finished after the next cycle's start (`finished_late`, seen once in five
-    // full runs here) was still running when that cycle began: the same rule, read after the
-    // fact; its finish must lie past its signal plus one period.
-    for r in &records {
-        let evidence = r["card"]["xrun"]["evidence"].as_str().unwrap_or("");
-        let node = &r["card"]["xrun"]["node"];
-        let period_ns = r["card"]["period_us"].as_f64().unwrap_or(f64::MAX) * 1000.0;
-        let finished_past_next_start = evidence == "finished_late"
-            && node["finish_ns"].as_f64().unwrap_or(0.0)
-                > node["signal_ns"].as_f64().unwrap_or(f64::MAX) + period_ns;
-        assert!(
-            ["still_running", "node_count", "driver_count"].contains(&evidence)
-                || finished_past_next_start,
-            "an xrun the server would not count: {r}"
-        );
-    }
-    assert_eq!(summary.summary.xruns, records.len() as u64);
-    assert!(summary.summary.cycles > 9_000, "{:?}", summary.summary);
+    clean_pipewire_minute(build, &pw);
     let (jout, jrecords, _) = jack.join().expect("jack watch");
     assert!(
         jout.status.success(),
@@ -598,17 +607,70 @@ fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts() {
     );
 }
 
+/// A clean minute on PipeWire: only xruns the server's own rule counts.
+fn clean_pipewire_minute(build: &PipeWireBuild, pw: &TestPipeWire) {
+    let (out, records, summary) = watch(
+        &["--server", "pipewire", "--duration", "60s"],
+        &pw.env(),
+        &scratch(&format!("pw-clean-{}", build.label())),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A machine this noisy can drop a cycle on its own; whatever is reported must be one the
+    // server itself counts: a node still running when the next cycle began (PipeWire's
+    // update_xrun_stats), or the node's or driver's own count.
+    // A node that finished after the next cycle's start (`finished_late`, seen once in five
+    // full runs here) was still running when that cycle began: the same rule, read after the
+    // fact; its finish must lie past the cycle's start plus one period. A cycle the driver
+    // started a whole period late (`driver_late`) lost that period: the device ran dry.
+    for r in &records {
+        let evidence = r["card"]["xrun"]["evidence"].as_str().unwrap_or("");
+        let node = &r["card"]["xrun"]["node"];
+        let period_ns = r["card"]["period_us"].as_f64().unwrap_or(f64::MAX) * 1000.0;
+        let finished_past_next_start = evidence == "finished_late"
+            && node["finish_ns"].as_f64().unwrap_or(0.0)
+                > r["card"]["xrun"]["cycle_start_ns"]
+                    .as_f64()
+                    .unwrap_or(f64::MAX)
+                    + period_ns;
+        let driver_period_late = evidence == "driver_late"
+            && r["card"]["xrun"]["driver_late_ns"].as_f64().unwrap_or(0.0) >= period_ns;
+        assert!(
+            ["still_running", "node_count", "driver_count"].contains(&evidence)
+                || finished_past_next_start
+                || driver_period_late,
+            "an xrun the server would not count: {r}"
+        );
+    }
+    assert_eq!(summary.summary.xruns, records.len() as u64);
+    assert!(summary.summary.cycles > 9_000, "{:?}", summary.summary);
+}
+
 #[test]
 #[ignore = "needs pipewire and pipewire-jack (test.sh installs them and runs this with --include-ignored)"]
 fn a_server_that_dies_mid_watch_ends_it_with_a_clear_message_and_what_was_seen_is_written() {
-    let _turn = take_turn();
-    let mut pw = TestPipeWire::start(256);
+    // On the system's PipeWire (0.3.65) and on 1.4 (what most users run).
+    for build in PipeWireBuild::all() {
+        let _turn = take_turn();
+        a_server_that_dies_mid_watch_ends_it_with_a_clear_message_and_what_was_seen_is_written_on(
+            &build,
+        );
+    }
+}
+
+fn a_server_that_dies_mid_watch_ends_it_with_a_clear_message_and_what_was_seen_is_written_on(
+    build: &PipeWireBuild,
+) {
+    let mut pw = TestPipeWire::start_build(build, 256);
     let _client = start_client({
         let mut c = pw.pw_jack(&late_client());
         c.args(["late", "60", "8000", "30"]);
         c
     });
-    let dir = scratch("pw-dies");
+    let dir = scratch(&format!("pw-dies-{}", build.label()));
     let (lines, json) = (dir.join("xruns.jsonl"), dir.join("watch.json"));
     let child = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
         .args([
@@ -622,7 +684,7 @@ fn a_server_that_dies_mid_watch_ends_it_with_a_clear_message_and_what_was_seen_i
         .arg(&lines)
         .arg("--json")
         .arg(&json)
-        .env("XDG_RUNTIME_DIR", pw.runtime_dir())
+        .envs(pw.env())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -789,4 +851,284 @@ fn bad_watch_input_is_a_usage_error_that_says_what_is_allowed() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no JACK server is running"));
+}
+
+/// The real-time threads (tid) of process `pid` at SCHED_FIFO, highest priority first.
+fn fifo_threads(pid: i32) -> Vec<i32> {
+    let mut found: Vec<(i64, i32)> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process's threads")
+        .filter_map(Result::ok)
+        .filter_map(|t| {
+            let tid: i32 = t.file_name().to_string_lossy().parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+            let rest: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+            // Fields 40 (rt_priority) and 41 (policy), counted from 1 with field 3 first.
+            let (prio, policy): (i64, i64) =
+                (rest.get(37)?.parse().ok()?, rest.get(38)?.parse().ok()?);
+            (policy == 1).then_some((prio, tid))
+        })
+        .collect();
+    found.sort();
+    found.reverse();
+    found.into_iter().map(|(_, t)| t).collect()
+}
+
+/// An RT hog (SCHED_FIFO 95) spinning `spin_us` every `every_ms` on CPU 1, for `seconds`; the
+/// CLOCK_MONOTONIC start of each spin as it comes, and its pid.
+fn start_hog(spin_us: u64, every_ms: u64, seconds: u64) -> (Reaped, i32, mpsc::Receiver<u64>) {
+    let mut child = Command::new(xrunlab_jack_testkit::rt_hog())
+        .args(["1", "95", &spin_us.to_string(), &every_ms.to_string()])
+        .arg(seconds.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the hog starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let first = lines.next().and_then(Result::ok).unwrap_or_default();
+    let pid = first
+        .strip_prefix("hog ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the hog did not run at SCHED_FIFO 95: {first:?}"));
+    let (tx, spins) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if let Some(ns) = line.strip_prefix("spin ").and_then(|n| n.parse().ok()) {
+                let _ = tx.send(ns);
+            }
+        }
+    });
+    (Reaped(child), pid, spins)
+}
+
+/// The cards of xruns during a hog's spin (from its start to 40 ms after it ends): at least 90 %
+/// name the hog as the cause of the driver's lateness, and none of all the cards blames the calm
+/// client as the root.
+fn check_driver_starved(
+    records: &[Value],
+    spins: &[u64],
+    spin_ns: u64,
+    hog: i32,
+    calm: &str,
+    out: &Output,
+) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let during = |r: &&Value| {
+        let t = r["card"]["xrun"]["cycle_start_ns"].as_u64().unwrap_or(0);
+        spins
+            .iter()
+            .any(|&s| t + 30_000_000 >= s && t <= s + spin_ns + 40_000_000)
+    };
+    let in_spins: Vec<&Value> = records.iter().filter(during).collect();
+    assert!(
+        in_spins.len() >= spins.len() / 2 && !in_spins.is_empty(),
+        "{} spins but {} cards during them:\n{stdout}",
+        spins.len(),
+        in_spins.len()
+    );
+    let names_hog = |r: &&&Value| {
+        let root = &r["card"]["root"];
+        let kind = r["card"]["kind"].as_str().unwrap_or("");
+        root["role"] == "driver"
+            && kind == "driver_woke_late"
+            && root["account"]["main_culprit"]["pid"].as_i64() == Some(i64::from(hog))
+    };
+    let named = in_spins.iter().filter(names_hog).count();
+    assert!(
+        named * 10 >= in_spins.len() * 9,
+        "{named} of {} cards during the hog's spins name it as the driver's delay:\n{stdout}",
+        in_spins.len()
+    );
+    for r in records {
+        let root = r["card"]["path"]
+            .as_array()
+            .and_then(|p| p.last())
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            !(root["role"] == "node" && root["name"] == calm),
+            "a card blames the calm client: {r}\n{stdout}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root (SCHED_FIFO, affinity, kernel events), pipewire and pipewire-jack; test.sh runs it with --include-ignored"]
+fn on_pipewire_an_rt_hog_that_starves_the_servers_own_thread_is_named_as_the_drivers_delay() {
+    // On the system's PipeWire (0.3.65) and on 1.4 (what most users run).
+    for build in PipeWireBuild::all() {
+        let _turn = take_turn();
+        let pw = TestPipeWire::start_build(&build, 256);
+        let _calm = start_client({
+            let mut c = pw.pw_jack(&late_client());
+            c.args(["calm", "1000000", "0", "30"]);
+            c
+        });
+        // The server's SCHED_FIFO thread (0.3.65's `pipewire`, 1.x's `data-loop.0`) on CPU 1,
+        // where the hog spins; everything else of the server on CPU 0.
+        pin_process(pw.pid(), 0);
+        let rt = fifo_threads(pw.pid());
+        assert!(
+            !rt.is_empty(),
+            "the server has no SCHED_FIFO thread ({})",
+            build.label()
+        );
+        pin(rt[0], 1);
+        let (_hog, hog_pid, spins) = start_hog(15_000, 700, 12);
+        let dir = scratch(&format!("pw-starved-{}", build.label()));
+        let (out, records, summary) = watch(
+            &["--server", "pipewire", "--duration", "8s"],
+            &pw.env(),
+            &dir,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let spins: Vec<u64> = spins.try_iter().collect();
+        check_driver_starved(&records, &spins, 15_000_000, hog_pid, "calm", &out);
+        // The LatencyMon table: the hog leads what delayed the server's threads.
+        let top = summary
+            .summary
+            .server_delays
+            .first()
+            .expect("a delay table");
+        assert_eq!(
+            top.pid,
+            Some(hog_pid),
+            "{:?}",
+            summary.summary.server_delays
+        );
+        assert!(
+            summary
+                .summary
+                .delay_verdict
+                .contains("highest delay: xrunlab-rt-hog"),
+            "{}",
+            summary.summary.delay_verdict
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs root (SCHED_FIFO, affinity, kernel events) and jackd; test.sh runs it with --include-ignored"]
+fn on_jack_an_rt_hog_that_starves_the_servers_own_thread_is_named_as_the_drivers_delay() {
+    let _turn = take_turn();
+    let server = TestServer::start("xwatchstarve", 256);
+    let _calm = start_client({
+        let mut c = Command::new(late_client());
+        c.args(["calm", "1000000", "0", "30"])
+            .env("JACK_DEFAULT_SERVER", server.name());
+        c
+    });
+    pin_process(server.pid(), 0);
+    let rt = fifo_threads(server.pid());
+    assert!(!rt.is_empty(), "jackd has no SCHED_FIFO thread");
+    pin(rt[0], 1);
+    let (_hog, hog_pid, spins) = start_hog(15_000, 700, 12);
+    let dir = scratch("jack-starved");
+    let (out, records, _) = watch(
+        &[
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--duration",
+            "8s",
+        ],
+        &[],
+        &dir,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spins: Vec<u64> = spins.try_iter().collect();
+    check_driver_starved(&records, &spins, 15_000_000, hog_pid, "calm", &out);
+}
+
+#[test]
+#[ignore = "needs root (kernel events) and jackd with jack_connect; test.sh runs it with --include-ignored"]
+fn on_jack_lateness_passed_down_a_chain_is_blamed_on_the_client_upstream_that_ran_long() {
+    let _turn = take_turn();
+    let server = TestServer::start("xwatchchain", 256);
+    // A spikes 4.5 ms every 100th cycle; B, fed by A, runs 1.5 ms every cycle: together they
+    // pass the 5.33 ms period, and neither alone does.
+    let a = start_client({
+        let mut c = Command::new(late_client());
+        c.args(["upstream", "100", "4500", "30"])
+            .env("JACK_DEFAULT_SERVER", server.name());
+        c
+    });
+    let _b = start_client({
+        let mut c = Command::new(late_client());
+        c.args(["downstream", "1", "1500", "30"])
+            .env("JACK_DEFAULT_SERVER", server.name());
+        c
+    });
+    server.tool("jack_connect", &["upstream:out", "downstream:in"]);
+    let dir = scratch("jack-chain");
+    let (out, records, summary) = watch(
+        &[
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--duration",
+            "8s",
+        ],
+        &[],
+        &dir,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let spikes: Vec<u64> = a.late.try_iter().collect();
+    assert!(spikes.len() >= 5, "{} spikes of A", spikes.len());
+    // The cards that name a node: B's lateness is blamed on A (A ran long, upstream of B).
+    let naming: Vec<&Value> = records
+        .iter()
+        .filter(|r| {
+            r["card"]["path"].as_array().is_some_and(|p| !p.is_empty())
+                && r["card"]["xrun"]["node"].is_object()
+        })
+        .collect();
+    assert!(!naming.is_empty(), "no card names a node:\n{stdout}");
+    let root = |r: &Value| {
+        r["card"]["path"]
+            .as_array()
+            .and_then(|p| p.last())
+            .map(|s| s["name"].as_str().unwrap_or("").to_owned())
+            .unwrap_or_default()
+    };
+    let on_a = naming.iter().filter(|r| root(r) == "upstream").count();
+    assert!(
+        on_a * 10 >= naming.len() * 9,
+        "{on_a} of {} cards name A (upstream) as the root:\n{stdout}",
+        naming.len()
+    );
+    assert!(
+        naming.iter().all(|r| root(r) != "downstream"),
+        "a card blames B:\n{stdout}"
+    );
+    let chained = naming
+        .iter()
+        .filter(|r| node_name(r) == "downstream" && root(r) == "upstream")
+        .count();
+    assert!(chained > 0, "no card shows B late because of A:\n{stdout}");
+    assert!(stdout.contains("upstream, \"upstream\""), "{stdout}");
+    let a_line = summary
+        .summary
+        .nodes
+        .iter()
+        .find(|n| n.name == "upstream")
+        .expect("A in the summary");
+    assert!(
+        a_line.xruns > 0,
+        "A is blamed in the summary: {:?}",
+        summary.summary.nodes
+    );
 }

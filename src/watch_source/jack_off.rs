@@ -1,7 +1,7 @@
 //! `watch --server jack` in a build without JACK support: says how to get one; runs on the main
 //! thread.
 
-use super::Source;
+use xrunlab_watch::Source;
 
 /// Always fails, with the command that builds JACK support in.
 pub fn open(_server: Option<&str>) -> Result<Box<dyn Source>, String> {

@@ -1,7 +1,7 @@
 //! `watch --server pipewire` in a build without PipeWire support: says how to get one; runs on
 //! the main thread.
 
-use super::Source;
+use xrunlab_watch::Source;
 
 /// Always fails, with the command that builds PipeWire support in.
 pub fn open() -> Result<Box<dyn Source>, String> {
@@ -10,4 +10,9 @@ pub fn open() -> Result<Box<dyn Source>, String> {
          libpipewire-0.3-dev libspa-0.2-dev libclang-dev`). Meanwhile a PipeWire graph can be \
          watched through its JACK API: `pw-jack xrunlab watch --server jack` (a build with `jack`)."
         .into())
+}
+
+/// Without PipeWire support, `--server auto` goes to JACK.
+pub fn answers() -> bool {
+    false
 }

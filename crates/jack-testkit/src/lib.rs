@@ -1,7 +1,7 @@
 //! Test support shared by xrunlab's JACK tests: starts a real `jackd -d dummy` of the test's own, stops it by pid when dropped (also when the test fails), and makes tests take turns; runs on test threads.
 #![deny(missing_docs)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -190,37 +190,137 @@ pub fn late_client() -> PathBuf {
     path
 }
 
+/// The `xrunlab-rt-hog` test binary (a SCHED_FIFO process that spins on one CPU at a steady
+/// interval), found beside the running test like [`late_client`].
+pub fn rt_hog() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let path = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("xrunlab-rt-hog"))
+        .expect("the test binary lies in target/<profile>/deps");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p xrunlab-jack-testkit --bins` (test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// A PipeWire build to test against: the system's (Debian 12's 0.3.65), or the newer one that
+/// test.sh unpacks under `target/pw-1.4/root` (1.4.2 from bookworm-backports, what most users
+/// run), run from its tree through `LD_LIBRARY_PATH`, `SPA_PLUGIN_DIR`, `PIPEWIRE_MODULE_DIR`
+/// and `PIPEWIRE_CONFIG_DIR`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PipeWireBuild {
+    /// `pipewire` and `pw-jack` from PATH.
+    System,
+    /// An unpacked tree (the root of `dpkg -x` of its packages).
+    Unpacked(PathBuf),
+}
+
+impl PipeWireBuild {
+    /// The unpacked newer build: `XRUNLAB_PIPEWIRE_1_4` or `<workspace>/target/pw-1.4/root`;
+    /// panics with the command that makes it when it is missing, so a test never passes
+    /// without having run against it.
+    pub fn newer() -> PipeWireBuild {
+        let root = std::env::var_os("XRUNLAB_PIPEWIRE_1_4")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pw-1.4/root")
+            });
+        assert!(
+            root.join("usr/bin/pipewire").exists(),
+            "PipeWire 1.4 is not unpacked at {}: run `bash tests/pipewire-1.4.sh` (test.sh does)",
+            root.display()
+        );
+        PipeWireBuild::Unpacked(root)
+    }
+
+    /// Both builds: every live PipeWire test runs on each.
+    pub fn all() -> Vec<PipeWireBuild> {
+        vec![PipeWireBuild::System, PipeWireBuild::newer()]
+    }
+
+    fn lib_dir(root: &Path) -> PathBuf {
+        root.join("usr/lib/x86_64-linux-gnu")
+    }
+
+    /// The environment a client of this build needs (its libraries and plugins), besides the
+    /// daemon's runtime directory.
+    pub fn client_env(&self) -> Vec<(&'static str, PathBuf)> {
+        match self {
+            PipeWireBuild::System => Vec::new(),
+            PipeWireBuild::Unpacked(root) => {
+                let lib = Self::lib_dir(root);
+                vec![
+                    ("LD_LIBRARY_PATH", lib.clone()),
+                    ("SPA_PLUGIN_DIR", lib.join("spa-0.2")),
+                    ("PIPEWIRE_MODULE_DIR", lib.join("pipewire-0.3")),
+                    ("PIPEWIRE_CONFIG_DIR", root.join("usr/share/pipewire")),
+                ]
+            }
+        }
+    }
+
+    /// `1.4` for the unpacked tree, `system` for the other: for test messages.
+    pub fn label(&self) -> &'static str {
+        match self {
+            PipeWireBuild::System => "system",
+            PipeWireBuild::Unpacked(_) => "1.4",
+        }
+    }
+}
+
 /// A private PipeWire daemon (no session manager; its dummy driver drives the graph) in a
 /// runtime directory of its own, killed when dropped. Clients reach it through
-/// [`TestPipeWire::socket`] or with `XDG_RUNTIME_DIR` set to [`TestPipeWire::runtime_dir`].
+/// [`TestPipeWire::socket`] or with the environment of [`TestPipeWire::env`].
 pub struct TestPipeWire {
     runtime_dir: PathBuf,
     child: Child,
     quantum: String,
+    build: PipeWireBuild,
 }
 
 impl TestPipeWire {
-    /// Starts `pipewire` with `PIPEWIRE_QUANTUM=QUANTUM/48000`; panics with the install command
-    /// when PipeWire is missing.
+    /// Starts the system's `pipewire` with `PIPEWIRE_QUANTUM=QUANTUM/48000`; panics with the
+    /// install command when PipeWire is missing.
     pub fn start(quantum: u32) -> TestPipeWire {
+        TestPipeWire::start_build(&PipeWireBuild::System, quantum)
+    }
+
+    /// Starts `build`'s `pipewire` with `PIPEWIRE_QUANTUM=QUANTUM/48000`.
+    pub fn start_build(build: &PipeWireBuild, quantum: u32) -> TestPipeWire {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let runtime_dir =
             std::env::temp_dir().join(format!("xrunlab-pw-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&runtime_dir).expect("runtime dir");
         let quantum = format!("{quantum}/48000");
-        let child = Command::new("pipewire")
+        let program = match build {
+            PipeWireBuild::System => PathBuf::from("pipewire"),
+            PipeWireBuild::Unpacked(root) => root.join("usr/bin/pipewire"),
+        };
+        let child = Command::new(&program)
+            .envs(build.client_env())
             .env("XDG_RUNTIME_DIR", &runtime_dir)
             .env("PIPEWIRE_QUANTUM", &quantum)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("pipewire could not be started: apt-get install pipewire pipewire-jack (test.sh does)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} could not be started ({e}): apt-get install pipewire pipewire-jack \
+                     (test.sh does)",
+                    program.display()
+                )
+            });
         let pw = TestPipeWire {
             runtime_dir,
             child,
             quantum,
+            build: build.clone(),
         };
         let t0 = Instant::now();
         while !pw.socket().exists() {
@@ -238,6 +338,18 @@ impl TestPipeWire {
         &self.runtime_dir
     }
 
+    /// The environment its clients need: the runtime directory, and the build's libraries.
+    pub fn env(&self) -> Vec<(&'static str, PathBuf)> {
+        let mut env = self.build.client_env();
+        env.push(("XDG_RUNTIME_DIR", self.runtime_dir.clone()));
+        env
+    }
+
+    /// Which build runs.
+    pub fn build(&self) -> &PipeWireBuild {
+        &self.build
+    }
+
     /// The daemon's socket.
     pub fn socket(&self) -> PathBuf {
         self.runtime_dir.join("pipewire-0")
@@ -248,11 +360,32 @@ impl TestPipeWire {
         self.child.id() as i32
     }
 
-    /// `program ARGS` as a JACK client of this daemon, through `pw-jack`.
+    /// `program ARGS` as a JACK client of this daemon: through `pw-jack` for the system's
+    /// build, and with the unpacked build's libjack first on the library path for the other
+    /// (its `pw-jack` script names the system's directory).
     pub fn pw_jack(&self, program: &std::path::Path) -> Command {
-        let mut c = Command::new("pw-jack");
-        c.arg(program)
-            .env("XDG_RUNTIME_DIR", &self.runtime_dir)
+        let mut c = match &self.build {
+            PipeWireBuild::System => {
+                let mut c = Command::new("pw-jack");
+                c.arg(program);
+                c
+            }
+            PipeWireBuild::Unpacked(root) => {
+                let lib = PipeWireBuild::lib_dir(root);
+                let mut c = Command::new(program);
+                c.envs(self.build.client_env());
+                c.env(
+                    "LD_LIBRARY_PATH",
+                    format!(
+                        "{}:{}",
+                        lib.join("pipewire-0.3/jack").display(),
+                        lib.display()
+                    ),
+                );
+                c
+            }
+        };
+        c.env("XDG_RUNTIME_DIR", &self.runtime_dir)
             .env("PIPEWIRE_QUANTUM", &self.quantum);
         c
     }

@@ -20,7 +20,9 @@ mod open;
 mod process;
 pub mod procs;
 mod watch;
+pub mod watch_source;
 mod watchdog;
 
 pub use device::{JackDevice, JackOptions};
 pub use watch::{JackEvent, JackWatch};
+pub use watch_source::JackSource;

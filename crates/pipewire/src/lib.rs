@@ -1,7 +1,8 @@
 //! xrunlab's PipeWire side of `watch`: a subscription to a server's profiler, which reports the
 //! timing of every node in every driver cycle, and to its registry, which names the nodes and
 //! their processes. [`Profiler`] runs PipeWire's main loop on a thread of its own and hands out
-//! [`Event`]s; [`parse_profile`] reads one profiler pod (pure, used by the loop and by tests).
+//! [`Event`]s; [`parse_profile`] reads one profiler pod (pure, used by the loop and by tests);
+//! [`PipeWireSource`] is watch's [`Source`](xrunlab_watch::Source) on it.
 //! Nothing here runs on an audio thread: the server's real-time threads write the profiler's
 //! records into a ring that the server flushes on its main loop, which sends them to us.
 //!
@@ -12,6 +13,8 @@
 
 mod client;
 pub mod record;
+pub mod watch_source;
 
 pub use client::{Error, Event, NodeInfo, Options, Profiler, PROFILER_INTERFACE};
 pub use record::{parse_profile, Block, Clock, Info, PodError, ProfilerRecord, Status};
+pub use watch_source::PipeWireSource;

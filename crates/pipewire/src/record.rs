@@ -3,11 +3,17 @@
 //!
 //! The pod (spa/param/profiler.h): a Struct of `SPA_TYPE_OBJECT_Profiler` objects, one per
 //! cycle, whose properties are `info`, `clock`, `driverBlock` and one `followerBlock` per
-//! follower, each a Struct of plain values. Later servers append fields to these Structs
-//! (0.3.72: a follower's xrun count; 1.x: the follower's async flag, the clock's xrun duration
-//! and transport state), so fields are read by position and anything past what is known is
-//! ignored; a missing optional field is `None`. Decoding the pod itself is libspa's
-//! (`PodDeserializer` into `Value`); only the mapping to these types is here.
+//! follower (1.x adds a `followerClock` after a follower that is itself a driver, which is
+//! skipped), each a Struct of plain values. Fields are read by the documented field lists of
+//! each version, and later servers append fields to these Structs:
+//! - clock, up to `next_nsec` in every version; then nothing (0.3.65), `Int cycle, Long xrun`
+//!   (1.0), or `Int transport_state, Int cycle, Long xrun` (1.1.81 and later, e.g. 1.4.2).
+//!   The tail is told apart by its types, since the two later ones differ in their second field;
+//! - a block: up to `latency` in every version; then `Int xrun_count` (0.3.72 and later) and
+//!   `Bool async` (1.x).
+//!
+//! Anything past what is known is ignored; a missing optional field is `None`. Decoding the pod
+//! itself is libspa's (`PodDeserializer` into `Value`); only the mapping to these types is here.
 
 use pipewire::spa::pod::deserialize::PodDeserializer;
 use pipewire::spa::pod::{Object, Value};
@@ -89,7 +95,11 @@ pub struct Clock {
     pub rate_diff: f64,
     /// Expected start of the next cycle, CLOCK_MONOTONIC ns.
     pub next_nsec: i64,
-    /// Duration of the last xrun, in samples (1.x servers).
+    /// The transport state (1.1.81 and later).
+    pub transport_state: Option<i32>,
+    /// The driver's own cycle counter (1.x servers).
+    pub cycle: Option<i32>,
+    /// The clock's accumulated xrun time (1.x servers).
     pub xrun_duration: Option<i64>,
 }
 
@@ -184,6 +194,11 @@ impl<'a> Fields<'a> {
         v
     }
 
+    /// The fields not read yet.
+    fn rest(&self) -> &'a [Value] {
+        self.values.get(self.at..).unwrap_or(&[])
+    }
+
     fn need(&mut self) -> Result<&'a Value, PodError> {
         self.next().ok_or(PodError::Missing(self.what))
     }
@@ -264,8 +279,31 @@ fn clock(v: &Value) -> Result<Clock, PodError> {
         delay: f.long()?,
         rate_diff: f.double()?,
         next_nsec: f.long()?,
-        xrun_duration: f.opt(Fields::long)?,
-    })
+        transport_state: None,
+        cycle: None,
+        xrun_duration: None,
+    }
+    .with_tail(f.rest())?)
+}
+
+impl Clock {
+    /// The fields after `next_nsec`, by the layout their types show (see the module's doc).
+    fn with_tail(mut self, tail: &[Value]) -> Result<Clock, PodError> {
+        match tail {
+            [] => {}
+            [Value::Int(state), Value::Int(cycle), Value::Long(xrun), ..] => {
+                self.transport_state = Some(*state);
+                self.cycle = Some(*cycle);
+                self.xrun_duration = Some(*xrun);
+            }
+            [Value::Int(cycle), Value::Long(xrun), ..] => {
+                self.cycle = Some(*cycle);
+                self.xrun_duration = Some(*xrun);
+            }
+            _ => return Err(PodError::WrongType("clock")),
+        }
+        Ok(self)
+    }
 }
 
 fn block(v: &Value, what: &'static str) -> Result<Block, PodError> {

@@ -76,7 +76,20 @@ fn info(counter: i64, xruns: i32) -> Value {
     ])
 }
 
-fn clock(later: bool) -> Value {
+/// The clock's layout after `next_nsec`, by server version (spa/param/profiler.h of each).
+#[derive(Clone, Copy)]
+enum Layout {
+    /// 0.3.65: nothing after `next_nsec`.
+    V0_3,
+    /// 1.0: `Int cycle, Long xrun`.
+    V1_0,
+    /// 1.1.81 and later (1.4.2): `Int transport_state, Int cycle, Long xrun`.
+    V1_4,
+    /// A later server that appends a field of its own: tolerated.
+    Future,
+}
+
+fn clock(layout: Layout) -> Value {
     let mut v = vec![
         Value::Int(0),
         Value::Int(27),
@@ -92,9 +105,16 @@ fn clock(later: bool) -> Value {
         Value::Double(1.0),
         Value::Long(1_005_333_333),
     ];
-    if later {
-        v.push(Value::Long(512)); // xrun duration (1.x)
-        v.push(Value::Int(1)); // transport state (1.1.81): past what this code knows
+    match layout {
+        Layout::V0_3 => {}
+        Layout::V1_0 => v.extend([Value::Int(41), Value::Long(512)]),
+        Layout::V1_4 => v.extend([Value::Int(1), Value::Int(41), Value::Long(512)]),
+        Layout::Future => v.extend([
+            Value::Int(1),
+            Value::Int(41),
+            Value::Long(512),
+            Value::Double(0.5),
+        ]),
     }
     Value::Struct(v)
 }
@@ -149,9 +169,13 @@ fn pod(value: &Value) -> Vec<u8> {
 
 /// A record laid out as 1.x servers send it: every trailing field present.
 fn later_layout() -> Vec<u8> {
+    layout(Layout::V1_4)
+}
+
+fn layout(clock_layout: Layout) -> Vec<u8> {
     pod(&Value::Struct(vec![object(vec![
         (KEY_INFO, info(7, 3)),
-        (KEY_CLOCK, clock(true)),
+        (KEY_CLOCK, clock(clock_layout)),
         (
             KEY_DRIVER_BLOCK,
             block(27, "Dummy-Driver", 1_000_000_000, 3, Some(3), None),
@@ -168,12 +192,39 @@ fn later_layout() -> Vec<u8> {
 }
 
 #[test]
+fn each_versions_clock_reads_by_its_documented_fields() {
+    let clock_of = |l| parse_profile(&layout(l)).expect("parses")[0].clock.clone();
+    let c = clock_of(Layout::V0_3);
+    assert_eq!(
+        (c.transport_state, c.cycle, c.xrun_duration),
+        (None, None, None)
+    );
+    let c = clock_of(Layout::V1_0);
+    assert_eq!(
+        (c.transport_state, c.cycle, c.xrun_duration),
+        (None, Some(41), Some(512))
+    );
+    let c = clock_of(Layout::V1_4);
+    assert_eq!(
+        (c.transport_state, c.cycle, c.xrun_duration),
+        (Some(1), Some(41), Some(512))
+    );
+    let c = clock_of(Layout::Future);
+    assert_eq!(
+        (c.transport_state, c.cycle, c.xrun_duration),
+        (Some(1), Some(41), Some(512))
+    );
+    assert_eq!(c.next_nsec, 1_005_333_333);
+}
+
+#[test]
 fn the_later_layout_reads_its_extra_fields() {
     let records = parse_profile(&later_layout()).expect("parses");
     let r = &records[0];
     assert_eq!(r.info.counter, 7);
     assert_eq!(r.info.xrun_count, 3);
     assert_eq!(r.clock.xrun_duration, Some(512));
+    assert_eq!(r.clock.cycle, Some(41));
     assert_eq!(r.driver.xrun_count, Some(3));
     let names: Vec<&str> = r.followers.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(names, ["synth", "reverb"]);
@@ -191,7 +242,7 @@ fn a_record_without_a_clock_or_with_a_mistyped_field_is_an_error() {
     assert_eq!(parse_profile(&no_clock), Err(PodError::Missing("clock")));
     let mistyped = pod(&Value::Struct(vec![object(vec![
         (KEY_INFO, Value::Struct(vec![Value::Int(1)])),
-        (KEY_CLOCK, clock(false)),
+        (KEY_CLOCK, clock(Layout::V0_3)),
         (KEY_DRIVER_BLOCK, block(27, "d", 10, 3, None, None)),
     ])]));
     assert_eq!(parse_profile(&mistyped), Err(PodError::WrongType("info")));

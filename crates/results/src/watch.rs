@@ -1,6 +1,6 @@
 //! `xrunlab watch`'s result file (schema [`SCHEMA`]): the server watched, how long and why it
 //! ended, whether the kernel's events were recorded, and the end-of-watch [`Summary`] (xruns
-//! per node, the cases, the kernel's top culprits); written by the binary at each checkpoint
+//! per node, the card kinds, the kernel's top culprits, what delayed the server's own threads); written by the binary at each checkpoint
 //! and at the end, read back typed. Used on the main thread.
 
 use crate::read::{parse_typed, read_typed, ReadError};
@@ -52,6 +52,26 @@ pub struct CulpritLine {
     pub us: f64,
 }
 
+/// What delayed the audio server's own threads over the whole watch, one line per task,
+/// IRQ handler or softirq vector (LatencyMon's table, for the audio server's threads).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DelayLine {
+    /// `task`, `irq`, `softirq`.
+    pub kind: String,
+    /// comm, handler name or softirq type.
+    pub name: String,
+    /// Process id of a task.
+    pub pid: Option<i32>,
+    /// Policy of a task.
+    pub policy: String,
+    /// xruns in which it delayed the server's thread.
+    pub cycles: u64,
+    /// Time it took from the server's thread over them, µs.
+    pub total_us: f64,
+    /// The most it took in one of them, µs.
+    pub worst_us: f64,
+}
+
 /// The end-of-watch summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -67,6 +87,12 @@ pub struct Summary {
     pub nodes: Vec<NodeSummary>,
     /// The kernel's main culprits, most time first.
     pub top_culprits: Vec<CulpritLine>,
+    /// What delayed the audio server's own threads (its driver), worst total first.
+    #[serde(default)]
+    pub server_delays: Vec<DelayLine>,
+    /// That table in one line: "highest delay: irq 24 (xhci_hcd) 1.2 ms; ...".
+    #[serde(default)]
+    pub delay_verdict: String,
 }
 
 /// Whether the kernel's events were recorded, and what was lost.
@@ -154,6 +180,16 @@ mod tests {
                     p99_busy_us: None,
                 }],
                 top_culprits: vec![],
+                server_delays: vec![DelayLine {
+                    kind: "task".to_owned(),
+                    name: "hog".to_owned(),
+                    pid: Some(9),
+                    policy: "SCHED_FIFO 95".to_owned(),
+                    cycles: 1,
+                    total_us: 15000.0,
+                    worst_us: 15000.0,
+                }],
+                delay_verdict: "highest delay: hog".to_owned(),
             },
         };
         crate::write::write_json(&path, &written).unwrap();

@@ -78,6 +78,7 @@ pub mod perfetto;
 pub mod procinfo;
 pub mod recorder;
 pub mod setup;
+pub mod wake;
 
 pub use blame::{
     blame, AudioThread, BlameCard, BlameInput, Cause, Culprit, CulpritKind, IdleCause, Migration,
@@ -91,3 +92,4 @@ pub use perfetto::{PerfettoOptions, PerfettoSummary, PerfettoWriter, Track};
 pub use procinfo::{NoLookup, ProcLookup, SeenTasks, TaskIdentity, TaskLookup};
 pub use recorder::{now_ns, Cursor, TraceInfo, TraceOptions, TraceStats, Tracer, Window};
 pub use setup::{Roots, TraceUnavailable};
+pub use wake::{first_wake, Wake, WakeSource};

@@ -1,27 +1,65 @@
-//! One card per xrun, as data: which node was late, which case it is, the figures behind it, and
-//! the kernel's account of its thread where events were recorded (trace's `blame`, the same
-//! analysis `run --explain` uses). Built on watch's collector thread; [`crate::words`] renders it.
+//! One card per xrun, as data: which node was late, the path from it to the root of its
+//! lateness, the card's kind (the root's), the figures behind it, and the kernel's account of
+//! the late node's thread and of the root's (the driver's, on the server's own real-time thread,
+//! or an upstream node's) where events were recorded: trace's `blame`, the analysis
+//! `run --explain` and the dashboard use too. Built on watch's main thread; [`crate::words`]
+//! renders it.
 
+use crate::chain::{Finding, Role, Step};
 use crate::detect::{Evidence, Xrun};
 use crate::mapping::Mapping;
 use serde::{Deserialize, Serialize};
-use xrunlab_trace::{blame, AudioThread, BlameCard, BlameInput, TaskLookup, Window};
+use xrunlab_trace::{
+    blame, first_wake, AudioThread, BlameCard, BlameInput, Cause, TaskLookup, Window,
+};
 
-/// Which kind of lateness it was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What the root of an xrun was: a card's kind, named the same in the cards, the summary's
+/// counts, `--json` and the live view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Case {
-    /// Signalled, but it never started in its cycle.
-    NeverWoke,
-    /// It started late: its WAIT grew more than its BUSY.
-    WokeLate,
-    /// It started in time and worked too long: its BUSY grew more than its WAIT.
-    RanLong,
-    /// Every node finished in time: the device or its driver was late.
-    DriverSide,
-    /// The server reported an xrun, and nothing says which node was late (JACK2 without kernel
-    /// events).
-    Unattributed,
+pub enum Kind {
+    /// The driver (the server's thread that starts each cycle) woke late, behind a task or an
+    /// interrupt on its CPU (the cause is on the card).
+    DriverWokeLate,
+    /// The driver's wake-up itself came late with nothing in its way: a late device or timer
+    /// interrupt (named on the card).
+    InterruptLate,
+    /// The driver's own processing took too long (on its CPU, preempted or blocked).
+    DriverRanLong,
+    /// A node started in time and worked too long (the late node, or one upstream of it).
+    NodeRanLong,
+    /// A node was signalled in time but started late (preempted, or its CPU was slow to wake).
+    NodeWokeLate,
+    /// A node was not signalled in time, and what should have signalled it is not explained.
+    NodeNotSignalled,
+    /// Nothing explains it; the reason is on the card.
+    Unexplained,
+}
+
+impl Kind {
+    /// Its name in the summary and the JSON (`driver_woke_late`...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::DriverWokeLate => "driver_woke_late",
+            Kind::InterruptLate => "interrupt_late",
+            Kind::DriverRanLong => "driver_ran_long",
+            Kind::NodeRanLong => "node_ran_long",
+            Kind::NodeWokeLate => "node_woke_late",
+            Kind::NodeNotSignalled => "node_not_signalled",
+            Kind::Unexplained => "unexplained",
+        }
+    }
+
+    /// Every kind, in the order above.
+    pub const ALL: [Kind; 7] = [
+        Kind::DriverWokeLate,
+        Kind::InterruptLate,
+        Kind::DriverRanLong,
+        Kind::NodeRanLong,
+        Kind::NodeWokeLate,
+        Kind::NodeNotSignalled,
+        Kind::Unexplained,
+    ];
 }
 
 /// A culprit the kernel named, flattened for the record.
@@ -60,6 +98,32 @@ pub struct KernelAccount {
     pub migrations: usize,
     /// Kernel events lost in the window: the account may miss causes.
     pub lost_events: u64,
+    /// Every task and interrupt that took time from the thread, most first (at most 8).
+    #[serde(default)]
+    pub culprits: Vec<KernelCulprit>,
+}
+
+/// The kernel's account of the root's thread (the driver's, or an upstream node's), when the
+/// root is not the late node itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RootAccount {
+    /// The driver or a node.
+    pub role: Role,
+    /// Its name (the driver node's, or the node's).
+    pub name: String,
+    /// Its thread, and how sure that is.
+    pub mapping: Option<Mapping>,
+    /// The span looked at, CLOCK_MONOTONIC ns: from the driver's expected wake-up (or the late
+    /// node's signal) to the driver's start (or the deadline).
+    pub from_ns: u64,
+    /// See `from_ns`.
+    pub to_ns: u64,
+    /// The kernel's account of the thread over the span.
+    pub account: Option<KernelAccount>,
+    /// Its first wake-up in the span, and what made it.
+    pub woken: Option<xrunlab_trace::Wake>,
+    /// Why there is no account.
+    pub missing: Option<String>,
 }
 
 /// One xrun's card.
@@ -67,8 +131,11 @@ pub struct KernelAccount {
 pub struct Card {
     /// The xrun as the cycles showed it.
     pub xrun: Xrun,
-    /// Which case it is.
-    pub case: Case,
+    /// The root's kind.
+    pub kind: Kind,
+    /// From the late node to the root (the timing's path, refined by the kernel's events: a
+    /// node the kernel shows was never woken was not signalled, and its signaller is followed).
+    pub path: Vec<Step>,
     /// The node's application name and pid, from the server.
     pub app_name: Option<String>,
     /// The node's thread, and how sure that is (absent for a driver-side xrun).
@@ -81,14 +148,28 @@ pub struct Card {
     pub busy_at_least: bool,
     /// The cycle's length, µs.
     pub period_us: f64,
-    /// The kernel's account, where events were recorded and the thread is known.
+    /// The kernel's account of the late node's thread, where events were recorded and the
+    /// thread is known.
     pub kernel: Option<KernelAccount>,
     /// Why there is no kernel account, in words that say how to get one.
     pub kernel_missing: Option<String>,
+    /// The kernel's account of the root's thread, when the root is the driver or another node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<RootAccount>,
+    /// Why nothing explains it (for [`Kind::Unexplained`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexplained: Option<String>,
     /// The node's thread's page faults over a span that holds the xrun, from its procfs
     /// counters (set by the caller, which samples them; they are not per cycle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faults: Option<Faults>,
+}
+
+impl Card {
+    /// The root step of the path, if any.
+    pub fn root_step(&self) -> Option<&Step> {
+        self.path.last()
+    }
 }
 
 /// Page faults of the node's thread between a sample taken before the xrun and the card.
@@ -109,24 +190,56 @@ fn us(ns: u64) -> f64 {
 /// The kernel side of a card: a window of events and a way to name tasks, or why there is none.
 pub enum Kernel<'a> {
     /// Events over `[signal − trace::blame::LEAD_IN_NS, deadline + trace::blame::MARGIN_NS]` or
-    /// later: events past the deadline show whether a thread still running there had run.
+    /// later (for a driver that woke late, from its expected wake-up minus the lead-in): events
+    /// past the deadline show whether a thread still running there had run.
     Window(&'a Window, &'a dyn TaskLookup),
     /// No events: the reason, said to the user as is.
     Missing(&'a str),
 }
 
+/// The threads of the steps a path may lead to: the driver's (the audio server's real-time
+/// thread) and other nodes'.
+pub trait RootThreads {
+    /// The thread of the step with this role and node id, if known.
+    fn thread_of(&self, role: Role, id: u32) -> Option<Mapping>;
+}
+
+/// No thread is known beyond the late node's.
+pub struct NoThreads;
+
+impl RootThreads for NoThreads {
+    fn thread_of(&self, _: Role, _: u32) -> Option<Mapping> {
+        None
+    }
+}
+
+fn culprit_of(c: &xrunlab_trace::Culprit) -> KernelCulprit {
+    KernelCulprit {
+        kind: format!("{:?}", c.who.kind).to_lowercase(),
+        name: c.who.name.clone(),
+        pid: c.who.pid,
+        policy: c.who.policy.clone(),
+        cpu: c.cpu,
+        us: c.us,
+    }
+}
+
 fn account(card: &BlameCard) -> KernelAccount {
     let thread = card.threads.first();
+    let mut culprits: Vec<KernelCulprit> = thread
+        .map(|t| {
+            t.ran_instead
+                .iter()
+                .chain(&t.interrupts)
+                .map(culprit_of)
+                .collect()
+        })
+        .unwrap_or_default();
+    culprits.sort_by(|a, b| b.us.total_cmp(&a.us));
+    culprits.truncate(8);
     KernelAccount {
         verdict: card.verdict.clone(),
-        main_culprit: card.main_culprit.as_ref().map(|c| KernelCulprit {
-            kind: format!("{:?}", c.who.kind).to_lowercase(),
-            name: c.who.name.clone(),
-            pid: c.who.pid,
-            policy: c.who.policy.clone(),
-            cpu: c.cpu,
-            us: c.us,
-        }),
+        main_culprit: card.main_culprit.as_ref().map(culprit_of),
         waited_us: thread.map_or(0.0, |t| t.waited_us),
         ran_us: thread.map_or(0.0, |t| t.ran_us),
         blocked_us: thread.map_or(0.0, |t| {
@@ -139,6 +252,7 @@ fn account(card: &BlameCard) -> KernelAccount {
         interrupt_us: thread.map_or(0.0, |t| t.interrupt_us),
         migrations: thread.map_or(0, |t| t.migrations.len()),
         lost_events: card.lost_events,
+        culprits,
     }
 }
 
@@ -161,24 +275,248 @@ pub fn contradicts(busy: Option<u64>, account: &KernelAccount) -> bool {
         && nothing_else_ran
 }
 
-/// Builds the card of `xrun`, with the node's thread from `mapping` and the kernel's view.
+/// The kernel's account of thread `tid` over `[from, to]`, in the role `role`.
+fn account_over(
+    window: &Window,
+    lookup: &dyn TaskLookup,
+    role: &str,
+    tid: i32,
+    from: u64,
+    to: u64,
+    wake_ns: Option<u64>,
+    end_ns: Option<u64>,
+    median_busy_ns: Option<u64>,
+) -> (KernelAccount, Cause) {
+    let threads = [AudioThread {
+        role: role.to_owned(),
+        tid,
+        wake_ns,
+        end_ns,
+        median_busy_ns,
+    }];
+    let blamed = blame(
+        &BlameInput {
+            period_start_ns: from,
+            deadline_ns: to,
+            render_end_ns: end_ns.unwrap_or(to).max(to),
+            threads: &threads,
+            window,
+            notes: &[],
+        },
+        lookup,
+    );
+    (account(&blamed), blamed.cause)
+}
+
+/// A node's signal this long after the driver's start is a signal the driver was late to send.
+const SIGNAL_SLACK_NS: u64 = 100_000;
+
+/// A share of the span that is worth naming as a cause: at least a tenth of it, and 100 µs.
+fn significant(us_taken: f64, span_ns: u64) -> bool {
+    us_taken >= 100.0 && us_taken * 1000.0 >= span_ns as f64 * 0.1
+}
+
+/// The root's account and the card's kind when the root is the driver.
+fn driver_root(
+    xrun: &Xrun,
+    root: &Step,
+    late_signal: Option<u64>,
+    kernel: &Kernel<'_>,
+    threads: &dyn RootThreads,
+) -> (Kind, RootAccount) {
+    // A driver that started late is looked at from its expected wake-up to its start; one
+    // that started in time but signalled a node late, from the cycle's start to that signal;
+    // otherwise over the whole cycle.
+    let start = if root.signal_ns > 0 {
+        root.signal_ns
+    } else {
+        xrun.cycle_start_ns
+    };
+    let (from, to) = if root.finding == Finding::DriverLate {
+        (
+            start.saturating_sub(root.excess_ns),
+            start.max(root.awake_ns),
+        )
+    } else {
+        match late_signal.filter(|&s| s > start + SIGNAL_SLACK_NS) {
+            Some(s) => (start, s),
+            None => (start, xrun.deadline_ns),
+        }
+    };
+    let mapping = threads.thread_of(Role::Driver, root.id);
+    let mut out = RootAccount {
+        role: Role::Driver,
+        name: root.name.clone(),
+        mapping: mapping.clone(),
+        from_ns: from,
+        to_ns: to,
+        account: None,
+        woken: None,
+        missing: None,
+    };
+    let timing_kind = match root.finding {
+        Finding::DriverLate => Kind::DriverWokeLate,
+        Finding::DriverRanLong => Kind::DriverRanLong,
+        _ => Kind::NodeNotSignalled,
+    };
+    let (window, lookup) = match kernel {
+        Kernel::Missing(why) => {
+            out.missing = Some((*why).to_owned());
+            return (timing_kind, out);
+        }
+        Kernel::Window(w, l) => (*w, *l),
+    };
+    let Some(thread) = mapping.as_ref().and_then(|m| m.thread.as_ref()) else {
+        out.missing = Some(
+            "the server's real-time thread that runs the driver was not found, so its kernel \
+             events cannot be picked out"
+                .to_owned(),
+        );
+        return (timing_kind, out);
+    };
+    let (acc, cause) = account_over(
+        window,
+        lookup,
+        "the driver",
+        thread.tid,
+        from,
+        to,
+        None,
+        Some(to),
+        None,
+    );
+    // The wake-up the driver was waiting for: from a little before the span (a timer that
+    // fired in time, whose thread then waited) to its end.
+    out.woken = first_wake(
+        &window.events,
+        thread.tid,
+        from.saturating_sub(1_000_000),
+        to,
+    );
+    let span = to.saturating_sub(from);
+    let held_off = acc.main_culprit.as_ref().is_some_and(|c| c.kind != "idle")
+        && significant(acc.waited_us + acc.interrupt_us, span);
+    // The driver's thread sleeps only to wait for its timer or its device: asleep through most
+    // of the span, it was woken late, by what woke it.
+    let slept =
+        acc.blocked_us * 1000.0 >= span as f64 * 0.5 && acc.ran_us * 1000.0 < span as f64 * 0.25;
+    let woken_by_interrupt = out.woken.as_ref().is_some_and(|w| w.source.is_interrupt());
+    let kind = if held_off {
+        Kind::DriverWokeLate
+    } else if slept && woken_by_interrupt {
+        Kind::InterruptLate
+    } else if slept {
+        Kind::DriverWokeLate
+    } else if matches!(cause, Cause::RanLong | Cause::Blocked)
+        || (root.finding == Finding::DriverRanLong && significant(acc.ran_us, span))
+    {
+        Kind::DriverRanLong
+    } else if out
+        .woken
+        .as_ref()
+        .is_some_and(|w| w.ts_ns > from + span / 2 && w.source.is_interrupt())
+        && root.finding == Finding::DriverLate
+    {
+        // Woken late, and nothing held it off once woken: the wake-up itself was late.
+        Kind::InterruptLate
+    } else if root.finding == Finding::DriverLate {
+        Kind::DriverWokeLate
+    } else if significant(acc.waited_us, span) {
+        // A wait on an idle CPU (its exit latency or a hypervisor's steal): the kernel's
+        // verdict says which.
+        Kind::DriverWokeLate
+    } else {
+        timing_kind
+    };
+    out.account = Some(acc);
+    (kind, out)
+}
+
+/// The root's account and the card's kind when the root is a node other than the late one.
+fn upstream_root(
+    xrun: &Xrun,
+    root: &Step,
+    kernel: &Kernel<'_>,
+    threads: &dyn RootThreads,
+    median_busy_ns: Option<u64>,
+) -> (Kind, RootAccount) {
+    let kind = match root.finding {
+        Finding::RanLong => Kind::NodeRanLong,
+        Finding::WokeLate => Kind::NodeWokeLate,
+        _ => Kind::NodeNotSignalled,
+    };
+    let mapping = threads.thread_of(Role::Node, root.id);
+    let from = if root.signal_ns > 0 {
+        root.signal_ns
+    } else {
+        xrun.cycle_start_ns
+    };
+    let to = if root.finish_ns > root.awake_ns && root.awake_ns > 0 {
+        root.finish_ns
+    } else {
+        xrun.deadline_ns
+    };
+    let mut out = RootAccount {
+        role: Role::Node,
+        name: root.name.clone(),
+        mapping: mapping.clone(),
+        from_ns: from,
+        to_ns: to,
+        account: None,
+        woken: None,
+        missing: None,
+    };
+    match (kernel, mapping.as_ref().and_then(|m| m.thread.as_ref())) {
+        (Kernel::Missing(why), _) => out.missing = Some((*why).to_owned()),
+        (Kernel::Window(_, _), None) => {
+            out.missing = Some("the upstream node's thread is not known".to_owned())
+        }
+        (Kernel::Window(w, l), Some(t)) => {
+            let (acc, _) = account_over(
+                w,
+                *l,
+                &root.name,
+                t.tid,
+                from,
+                to,
+                (root.awake_ns > 0).then_some(root.awake_ns),
+                (root.finish_ns > root.awake_ns && root.awake_ns > 0).then_some(root.finish_ns),
+                median_busy_ns,
+            );
+            out.account = Some(acc);
+        }
+    }
+    (kind, out)
+}
+
+/// The kind of a root that is the late node itself.
+fn own_kind(root: &Step) -> Kind {
+    match root.finding {
+        Finding::RanLong => Kind::NodeRanLong,
+        Finding::WokeLate => Kind::NodeWokeLate,
+        Finding::NotSignalled => Kind::NodeNotSignalled,
+        Finding::DriverLate => Kind::DriverWokeLate,
+        Finding::DriverRanLong => Kind::DriverRanLong,
+        Finding::InTime => Kind::Unexplained,
+    }
+}
+
+/// Builds the card of `xrun`, with the node's thread from `mapping`, the kernel's view, and
+/// the threads of the steps its path may lead to (`threads`: the driver's, upstream nodes').
 pub fn card(
     xrun: &Xrun,
     app_name: Option<String>,
     mapping: Option<Mapping>,
     kernel: Kernel<'_>,
+    threads: &dyn RootThreads,
 ) -> Card {
     let period_ns = u64::from(xrun.quantum) * 1_000_000_000 / u64::from(xrun.rate.max(1));
+    let mut path = xrun.path.clone();
     let Some(node) = &xrun.node else {
-        let (case, kernel_missing) = match (xrun.evidence, kernel) {
-            (Evidence::ServerReported, Kernel::Missing(why)) => {
-                (Case::Unattributed, Some(why.to_owned()))
-            }
-            _ => (Case::DriverSide, None),
-        };
-        return Card {
+        let mut c = Card {
             xrun: xrun.clone(),
-            case,
+            kind: Kind::Unexplained,
+            path: path.clone(),
             app_name,
             mapping: None,
             wait_us: None,
@@ -186,9 +524,42 @@ pub fn card(
             busy_at_least: false,
             period_us: us(period_ns),
             kernel: None,
-            kernel_missing,
+            kernel_missing: None,
+            root: None,
+            unexplained: None,
             faults: None,
         };
+        match (xrun.evidence, path.last()) {
+            (Evidence::ServerReported, None) => {
+                if let Kernel::Missing(why) = kernel {
+                    c.kernel_missing = Some(why.to_owned());
+                }
+                c.unexplained =
+                    Some("the server reported an xrun but does not say which node was late".into());
+            }
+            (_, Some(root)) if root.role == Role::Driver => {
+                let (kind, account) = driver_root(xrun, root, None, &kernel, threads);
+                c.kind = if kind == Kind::NodeNotSignalled {
+                    Kind::Unexplained
+                } else {
+                    kind
+                };
+                if c.kind == Kind::Unexplained {
+                    c.unexplained = Some(
+                        "every node finished in time and the driver's thread was neither late \
+                         nor held off its CPU: the device or its driver was late"
+                            .into(),
+                    );
+                }
+                c.root = Some(account);
+            }
+            _ => {
+                c.unexplained = Some(
+                    "every node finished in time, so the device or its driver was late".into(),
+                );
+            }
+        }
+        return c;
     };
     let wait = node.wait_ns();
     let (busy, busy_at_least) = match node.busy_ns() {
@@ -197,23 +568,14 @@ pub fn card(
         None if node.awake_ns > 0 => (Some(xrun.deadline_ns.saturating_sub(node.awake_ns)), true),
         None => (None, false),
     };
-    let case = match (wait, busy) {
-        (None, _) => Case::NeverWoke,
-        (Some(w), b) => {
-            let wait_excess = w.saturating_sub(xrun.median_wait_ns.unwrap_or(0));
-            let busy_excess = b
-                .unwrap_or(0)
-                .saturating_sub(xrun.median_busy_ns.unwrap_or(0));
-            if wait_excess > busy_excess {
-                Case::WokeLate
-            } else {
-                Case::RanLong
-            }
-        }
+    let signal = if node.signal_ns > 0 {
+        node.signal_ns
+    } else {
+        xrun.cycle_start_ns
     };
-    let (kernel, kernel_missing) = match (kernel, mapping.as_ref().and_then(|m| m.thread.as_ref()))
-    {
-        (Kernel::Missing(why), _) => (None, Some(why.to_owned())),
+    let thread = mapping.as_ref().and_then(|m| m.thread.clone());
+    let (kernel_account, kernel_missing) = match (&kernel, thread.as_ref()) {
+        (Kernel::Missing(why), _) => (None, Some((*why).to_owned())),
         (Kernel::Window(_, _), None) => (
             None,
             Some(
@@ -222,35 +584,34 @@ pub fn card(
             ),
         ),
         (Kernel::Window(window, lookup), Some(thread)) => {
-            let signal = if node.signal_ns > 0 {
-                node.signal_ns
-            } else {
-                xrun.cycle_start_ns
-            };
-            let threads = [AudioThread {
-                role: node.name.clone(),
-                tid: thread.tid,
-                wake_ns: (node.awake_ns > 0).then_some(node.awake_ns),
-                end_ns: node.busy_ns().map(|_| node.finish_ns),
-                median_busy_ns: xrun.median_busy_ns,
-            }];
             let end = if node.busy_ns().is_some() {
                 node.finish_ns
             } else {
                 xrun.deadline_ns
             };
-            let blamed = blame(
-                &BlameInput {
-                    period_start_ns: signal,
-                    deadline_ns: xrun.deadline_ns,
-                    render_end_ns: end.max(xrun.deadline_ns),
-                    threads: &threads,
-                    window,
-                    notes: &[],
-                },
-                lookup,
+            let (account, _) = account_over(
+                window,
+                *lookup,
+                &node.name,
+                thread.tid,
+                signal,
+                xrun.deadline_ns,
+                (node.awake_ns > 0).then_some(node.awake_ns),
+                node.busy_ns().map(|_| node.finish_ns).or(Some(end)),
+                xrun.median_busy_ns,
             );
-            let account = account(&blamed);
+            // A node that never started, and whose thread the kernel shows was never woken
+            // (asleep, not waiting for a CPU), was not signalled: whoever should have is
+            // followed.
+            let never_woken = node.awake_ns == 0
+                && first_wake(&window.events, thread.tid, signal, xrun.deadline_ns).is_none()
+                && account.ran_us < 100.0
+                && !significant(account.waited_us, xrun.deadline_ns.saturating_sub(signal));
+            if never_woken && !xrun.signaller_path.is_empty() {
+                path.truncate(1);
+                path[0].finding = Finding::NotSignalled;
+                path.extend(xrun.signaller_path.iter().cloned());
+            }
             if contradicts(busy, &account) {
                 (
                     None,
@@ -266,17 +627,89 @@ pub fn card(
             }
         }
     };
+    // A node whose own thread mostly slept through its lateness (blocked, or never woken)
+    // waited on something: when the server's own thread, which drives the cycle, was held off
+    // its CPU meanwhile, the driver is the root.
+    let waited_on_something = node.awake_ns == 0
+        || kernel_account.as_ref().is_some_and(|k| {
+            let span_us = us(xrun.deadline_ns.saturating_sub(signal));
+            k.blocked_us > span_us * 0.3 && k.ran_us < span_us * 0.25
+        });
+    let own_root = path.len() == 1;
+    if own_root && waited_on_something {
+        if let Some(step) = xrun
+            .signaller_path
+            .last()
+            .filter(|s| s.role == Role::Driver)
+        {
+            let (kind, account) = driver_root(xrun, step, Some(signal), &kernel, threads);
+            if kind == Kind::DriverWokeLate && account.account.is_some() {
+                path.truncate(1);
+                path[0].finding = Finding::NotSignalled;
+                path.push(step.clone());
+                return Card {
+                    xrun: xrun.clone(),
+                    kind,
+                    path,
+                    app_name,
+                    mapping,
+                    wait_us: wait.map(us),
+                    busy_us: busy.map(us),
+                    busy_at_least,
+                    period_us: us(period_ns),
+                    kernel: kernel_account,
+                    kernel_missing,
+                    root: Some(account),
+                    unexplained: None,
+                    faults: None,
+                };
+            }
+        }
+    }
+    let root = path.last().cloned();
+    let (kind, root_account, unexplained) = match root {
+        None => (
+            Kind::Unexplained,
+            None,
+            Some("no path was traced".to_owned()),
+        ),
+        Some(r) if r.role == Role::Driver => {
+            let (kind, account) = driver_root(xrun, &r, Some(signal), &kernel, threads);
+            (kind, Some(account), None)
+        }
+        Some(r) if r.id != node.id => {
+            let (kind, account) = upstream_root(xrun, &r, &kernel, threads, None);
+            (kind, Some(account), None)
+        }
+        Some(r) => {
+            let kind = own_kind(&r);
+            let why = (kind == Kind::Unexplained).then(|| {
+                "its signal, wait and work were each within its medians, and the driver started \
+                 the cycle in time"
+                    .to_owned()
+            });
+            (kind, None, why)
+        }
+    };
     Card {
         xrun: xrun.clone(),
-        case,
+        kind,
+        path,
         app_name,
         mapping,
         wait_us: wait.map(us),
         busy_us: busy.map(us),
         busy_at_least,
         period_us: us(period_ns),
-        kernel,
+        kernel: kernel_account,
         kernel_missing,
+        root: root_account,
+        unexplained,
         faults: None,
     }
+}
+
+/// A root the card names, as `(kind, name)` for the summary: the driver, a node, or nothing.
+pub fn root_name(c: &Card) -> Option<String> {
+    c.root_step().map(|s| s.name.clone())
 }

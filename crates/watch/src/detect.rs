@@ -12,6 +12,7 @@
 //! A node that stays late over several cycles (a long overrun) is one xrun, not one per cycle;
 //! its ERR count still counts every cycle, as the server does.
 
+use crate::chain::{driver_lateness_ns, driver_step, root_path, signaller_path, Medians, Step};
 use crate::model::{Cycle, NodeInfo, NodeStatus, NodeTiming};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,9 @@ pub enum Evidence {
     DriverCount,
     /// The server reported an xrun (JACK2's xrun callback) and nothing else is known yet.
     ServerReported,
+    /// The driver started a cycle late with every node in time: a whole period late
+    /// (PipeWire), or late enough that the server reported an xrun (JACK2).
+    DriverLate,
 }
 
 /// One xrun, as the cycles show it (before the kernel's events are added).
@@ -56,6 +60,18 @@ pub struct Xrun {
     pub median_wait_ns: Option<u64>,
     /// See `median_wait_ns`.
     pub median_busy_ns: Option<u64>,
+    /// The path from the late node to the root of its lateness, by the cycle's timing (see
+    /// [`crate::chain`]): the late node first, the root last. Empty for xruns without a node.
+    #[serde(default)]
+    pub path: Vec<Step>,
+    /// How late the driver started the cycle, ns, where the server gives its expected start.
+    #[serde(default)]
+    pub driver_late_ns: Option<u64>,
+    /// The path from whatever should have signalled the late node (the node upstream of it, or
+    /// the driver) to its root, used when the kernel shows the node was never woken, or slept
+    /// through its lateness. Empty for xruns without a node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signaller_path: Vec<Step>,
 }
 
 /// One node's running figures, for the live view and the summary.
@@ -71,6 +87,7 @@ pub struct NodeStats {
     pub xruns: u64,
     wait_us: Histogram<u64>,
     busy_us: Histogram<u64>,
+    offset_us: Histogram<u64>,
     last: Option<NodeTiming>,
     late_run: bool,
     last_count: Option<u32>,
@@ -96,6 +113,7 @@ impl NodeStats {
             xruns: 0,
             wait_us: histogram(),
             busy_us: histogram(),
+            offset_us: histogram(),
             last: None,
             late_run: false,
             last_count: None,
@@ -119,6 +137,20 @@ impl NodeStats {
         Self::quantile_ns(&self.busy_us, 0.5)
     }
 
+    /// Median offset of its signal from the cycle's start, ns (how far down the graph it runs).
+    pub fn median_offset_ns(&self) -> Option<u64> {
+        Self::quantile_ns(&self.offset_us, 0.5)
+    }
+
+    /// Its medians, for the chain's analysis.
+    pub fn medians(&self) -> Medians {
+        Medians {
+            offset_ns: self.median_offset_ns(),
+            wait_ns: self.median_wait_ns(),
+            busy_ns: self.median_busy_ns(),
+        }
+    }
+
     /// 99th percentile of BUSY, ns.
     pub fn p99_busy_ns(&self) -> Option<u64> {
         Self::quantile_ns(&self.busy_us, 0.99)
@@ -130,11 +162,16 @@ impl NodeStats {
     }
 
     /// A cycle it was in time for: its WAIT and BUSY join the figures.
-    fn record_normal(&mut self, f: &NodeTiming) {
+    fn record_normal(&mut self, f: &NodeTiming, start: u64) {
         if f.status != NodeStatus::Finished {
             return;
         }
         self.cycles += 1;
+        if f.signal_ns >= start && start > 0 {
+            // Recorded in µs, at least 1 (the histogram's floor): a node the driver signals
+            // itself sits at the floor.
+            let _ = self.offset_us.record(((f.signal_ns - start) / 1000).max(1));
+        }
         if let (Some(w), Some(b)) = (f.wait_ns(), f.busy_ns()) {
             let _ = self.wait_us.record((w / 1000).max(1));
             let _ = self.busy_us.record((b / 1000).max(1));
@@ -223,6 +260,9 @@ impl Detector {
             rate,
             median_wait_ns: None,
             median_busy_ns: None,
+            path: Vec::new(),
+            driver_late_ns: None,
+            signaller_path: Vec::new(),
         }
     }
 
@@ -238,6 +278,47 @@ impl Detector {
             s.err_cycles += 1;
         }
         x
+    }
+
+    /// A detector with this one's nodes and their figures (the medians), and nothing else: to
+    /// look at cycles rebuilt around one reported xrun without counting them here.
+    pub fn clone_figures(&self) -> Detector {
+        let mut d = Detector::new();
+        for (id, s) in &self.nodes {
+            let mut s = s.clone();
+            s.late_run = false;
+            s.last = None;
+            s.last_count = None;
+            d.nodes.insert(*id, s);
+        }
+        d
+    }
+
+    /// Counts a cycle the driver started late while every node was in time (JACK2's reported
+    /// xrun, found in the wake chain): numbered like the others, its path the driver alone.
+    pub fn driver_late(&mut self, c: &Cycle) -> Xrun {
+        self.xruns += 1;
+        self.driver_xruns += 1;
+        let driver_busy = self
+            .nodes
+            .get(&c.driver.id)
+            .and_then(|s| s.median_busy_ns());
+        let start = c.driver.signal_ns;
+        Xrun {
+            number: self.xruns,
+            cycle: c.seq,
+            node: None,
+            evidence: Evidence::DriverLate,
+            cycle_start_ns: start,
+            deadline_ns: start + c.period_ns(),
+            quantum: c.quantum,
+            rate: c.rate,
+            median_wait_ns: None,
+            median_busy_ns: None,
+            path: vec![driver_step(c, driver_busy)],
+            driver_late_ns: driver_lateness_ns(c),
+            signaller_path: Vec::new(),
+        }
     }
 
     /// Cycles seen, xruns found, and the driver-side ones among them.
@@ -261,14 +342,19 @@ impl Detector {
         })
     }
 
-    /// One cycle: updates the figures and returns the xruns it shows.
+    /// One cycle: updates the figures and returns the xruns it shows. A cycle's deadline is
+    /// the graph's, its start plus one period (the next cycle's start), not each node's own
+    /// signal plus a period: lateness passed down a chain of nodes shows in the last of them.
+    /// Each late node's path to the root of its lateness is traced ([`crate::chain`]); a late
+    /// node whose root is another node late in the same cycle is counted in its ERR but is not
+    /// an xrun of its own (the root's card names it on its path).
     pub fn cycle(&mut self, c: &Cycle) -> Vec<Xrun> {
         self.cycles += 1;
         self.last_quantum = Some((c.quantum, c.rate));
         let period = c.period_ns();
         let start = c.driver.signal_ns;
-        let mut found = Vec::new();
-        let mut any_late = false;
+        let deadline = start + period;
+        let mut late_nodes = Vec::new();
         for f in &c.followers {
             let (late, evidence) = self.follower_late(f, start, period);
             let stats = self.stats(f);
@@ -276,7 +362,7 @@ impl Detector {
                 stats.last_count = Some(n);
             }
             if !late {
-                stats.record_normal(f);
+                stats.record_normal(f, start);
                 if matches!(
                     f.status,
                     NodeStatus::Finished | NodeStatus::NotTriggered | NodeStatus::Inactive
@@ -286,50 +372,88 @@ impl Detector {
                 stats.last = Some(f.clone());
                 continue;
             }
-            any_late = true;
             stats.err_cycles += 1;
             let new_episode = !stats.late_run;
             stats.late_run = true;
             stats.last = Some(f.clone());
-            if new_episode {
-                stats.xruns += 1;
-                let (median_wait_ns, median_busy_ns) =
-                    (stats.median_wait_ns(), stats.median_busy_ns());
-                self.xruns += 1;
-                let signal = if f.signal_ns > 0 { f.signal_ns } else { start };
-                found.push(Xrun {
-                    number: self.xruns,
-                    cycle: c.seq,
-                    node: Some(f.clone()),
-                    evidence: evidence.expect("late has evidence"),
-                    cycle_start_ns: start,
-                    deadline_ns: signal + period,
-                    quantum: c.quantum,
-                    rate: c.rate,
-                    median_wait_ns,
-                    median_busy_ns,
-                });
+            late_nodes.push((f, evidence.expect("late has evidence"), new_episode));
+        }
+        let driver_busy = self
+            .nodes
+            .get(&c.driver.id)
+            .and_then(|s| s.median_busy_ns());
+        let medians = |id: u32| {
+            self.nodes
+                .get(&id)
+                .map(NodeStats::medians)
+                .unwrap_or_default()
+        };
+        let paths: Vec<(Vec<Step>, Vec<Step>)> = late_nodes
+            .iter()
+            .map(|(f, _, _)| {
+                let path = root_path(c, f, deadline, &medians, driver_busy);
+                // Who should have signalled it, for the kernel to follow when the node's own
+                // thread turns out to have slept through its lateness.
+                let upstream = signaller_path(c, f, deadline, &medians, driver_busy);
+                (path, upstream)
+            })
+            .collect();
+        let late_ids: Vec<u32> = late_nodes.iter().map(|(f, _, _)| f.id).collect();
+        let mut found = Vec::new();
+        for ((f, evidence, new_episode), (path, signaller_path)) in late_nodes.iter().zip(paths) {
+            let root_is_other_late = path
+                .last()
+                .is_some_and(|r| r.id != f.id && late_ids.contains(&r.id) && path.len() > 1);
+            if !new_episode || root_is_other_late {
+                continue;
             }
+            let stats = self.stats(f);
+            stats.xruns += 1;
+            let (median_wait_ns, median_busy_ns) = (stats.median_wait_ns(), stats.median_busy_ns());
+            self.xruns += 1;
+            found.push(Xrun {
+                number: self.xruns,
+                cycle: c.seq,
+                node: Some((*f).clone()),
+                evidence: *evidence,
+                cycle_start_ns: start,
+                deadline_ns: deadline,
+                quantum: c.quantum,
+                rate: c.rate,
+                median_wait_ns,
+                median_busy_ns,
+                path,
+                driver_late_ns: driver_lateness_ns(c),
+                signaller_path,
+            });
         }
         // The driver's own WAIT and BUSY, as pw-top shows them on its row.
         self.stats(&c.driver).record_driver(&c.driver);
         if let Some(n) = c.driver_xruns {
             let grew = self.driver_count.is_some_and(|before| n > before);
             self.driver_count = Some(n);
-            if grew && !any_late {
+            let whole_period_late = driver_lateness_ns(c).is_some_and(|l| l >= period);
+            if (grew || whole_period_late) && late_nodes.is_empty() {
                 self.xruns += 1;
                 self.driver_xruns += 1;
                 found.push(Xrun {
                     number: self.xruns,
                     cycle: c.seq,
                     node: None,
-                    evidence: Evidence::DriverCount,
+                    evidence: if grew {
+                        Evidence::DriverCount
+                    } else {
+                        Evidence::DriverLate
+                    },
                     cycle_start_ns: start,
-                    deadline_ns: start + period,
+                    deadline_ns: deadline,
                     quantum: c.quantum,
                     rate: c.rate,
                     median_wait_ns: None,
                     median_busy_ns: None,
+                    path: vec![driver_step(c, driver_busy)],
+                    driver_late_ns: driver_lateness_ns(c),
+                    signaller_path: Vec::new(),
                 });
             }
         }
@@ -344,11 +468,12 @@ impl Detector {
         self.cycles += 1;
         self.last_quantum = Some((c.quantum, c.rate));
         let period = c.period_ns();
+        let start = c.driver.signal_ns;
         for f in &c.followers {
-            let (late, _) = self.follower_late(f, c.driver.signal_ns, period);
+            let (late, _) = self.follower_late(f, start, period);
             let stats = self.stats(f);
             if !late {
-                stats.record_normal(f);
+                stats.record_normal(f, start);
             }
             stats.last = Some(f.clone());
         }
@@ -364,10 +489,8 @@ impl Detector {
         if matches!(f.status, NodeStatus::Triggered | NodeStatus::Awake) {
             return (true, Some(Evidence::StillRunning));
         }
-        let signal = if f.signal_ns > 0 { f.signal_ns } else { start };
-        if f.status == NodeStatus::Finished
-            && f.busy_ns().is_some()
-            && f.finish_ns > signal + period
+        // The graph's deadline: the next cycle's start.
+        if f.status == NodeStatus::Finished && f.busy_ns().is_some() && f.finish_ns > start + period
         {
             return (true, Some(Evidence::FinishedLate));
         }

@@ -122,11 +122,16 @@ pub fn derive_cycles(events: &[TraceEvent], threads: &ChainThreads, period: Peri
             starts.push(last + period_ns);
         }
     }
+    let previous: Vec<Option<u64>> = std::iter::once(None)
+        .chain(starts.iter().map(|&s| Some(s)))
+        .collect();
     starts
         .windows(2)
         .enumerate()
         .map(|(i, w)| {
             let (start, next) = (w[0], w[1]);
+            // The dummy and ALSA drivers wake one period after the last start.
+            let expected_start_ns = previous[i].map(|p| p + period_ns);
             let driver = NodeTiming {
                 id: 0,
                 name: "driver".to_owned(),
@@ -147,6 +152,7 @@ pub fn derive_cycles(events: &[TraceEvent], threads: &ChainThreads, period: Peri
                     .map(|(id, name, tid)| client_timing(events, *id, name, *tid, start, next))
                     .collect(),
                 driver_xruns: None,
+                expected_start_ns,
             }
         })
         .collect()

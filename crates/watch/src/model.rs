@@ -71,6 +71,11 @@ pub struct Cycle {
     pub followers: Vec<NodeTiming>,
     /// The driver's xrun count, where the server reports one.
     pub driver_xruns: Option<u32>,
+    /// When the driver was due to start this cycle, ns: PipeWire's clock gives it (the timer's
+    /// expiry its driver was set for); for JACK2 it is the previous cycle's start plus one
+    /// period. `None` where nothing says.
+    #[serde(default)]
+    pub expected_start_ns: Option<u64>,
 }
 
 impl Cycle {

@@ -1,7 +1,8 @@
-//! The words of a card and a summary: the only place watch's English is made; runs on the
-//! collector thread (or whoever prints).
+//! The words of a card and a summary: the only place watch's English is made; runs on watch's
+//! main thread (or whoever prints).
 
-use crate::card::{Card, Case};
+use crate::card::{Card, KernelAccount, Kind, RootAccount};
+use crate::chain::{Finding, Role, Step};
 use crate::mapping::Confidence;
 
 /// A duration given in µs, in the unit that keeps its digits: `12 µs`, `0.35 ms`, `5.31 ms`.
@@ -19,23 +20,169 @@ fn ms(us: f64) -> String {
     dur(us)
 }
 
-/// The card's one line: which node, which case, the figures, and the kernel's culprit.
+fn ns_dur(ns: u64) -> String {
+    dur(ns as f64 / 1000.0)
+}
+
+/// What took the thread's time, in a few words: `behind busyjanitor (pid 7466, SCHED_FIFO 95)
+/// on CPU1`, `behind irq 24 (xhci_hcd) on CPU0`; `None` when nothing but an idle CPU did.
+fn culprit_words(k: &KernelAccount) -> Option<String> {
+    let c = k.main_culprit.as_ref().filter(|c| c.kind != "idle")?;
+    Some(if c.kind == "task" {
+        format!(
+            "behind {} ({}{}) on CPU{}",
+            c.name,
+            c.pid.map(|p| format!("pid {p}, ")).unwrap_or_default(),
+            if c.policy.is_empty() {
+                "policy unknown".to_owned()
+            } else {
+                c.policy.clone()
+            },
+            c.cpu
+        )
+    } else {
+        format!("behind {} {} on CPU{}", c.kind, c.name, c.cpu)
+    })
+}
+
+/// The driver, named as the user knows it: `the driver (pipewire's data-loop.0, tid 7447)`.
+fn driver_words(r: &RootAccount) -> String {
+    match r.mapping.as_ref().and_then(|m| m.thread.as_ref()) {
+        Some(t) => format!(
+            "the driver \"{}\" (thread {}, tid {})",
+            r.name, t.comm, t.tid
+        ),
+        None => format!("the driver \"{}\"", r.name),
+    }
+}
+
+/// The root's part of a card's line, when the root is the driver.
+fn driver_part(card: &Card, root: &Step, r: &RootAccount) -> String {
+    let who = driver_words(r);
+    let how_late = if root.finding == Finding::DriverLate {
+        format!(" {} late", ns_dur(root.excess_ns))
+    } else {
+        String::new()
+    };
+    let no_account = || {
+        r.missing
+            .as_ref()
+            .map(|m| format!(" (no kernel account: {m})"))
+            .unwrap_or_default()
+    };
+    match card.kind {
+        Kind::DriverWokeLate => match r.account.as_ref().and_then(culprit_words) {
+            Some(behind) if root.finding == Finding::DriverLate => {
+                format!("{who} woke{how_late}, {behind}")
+            }
+            // It started the cycle in time, then lost its CPU before it signalled.
+            Some(behind) => format!(
+                "{who} was held off its CPU for {} before it signalled, {behind}",
+                ms(r.account
+                    .as_ref()
+                    .map_or(0.0, |k| k.waited_us + k.interrupt_us))
+            ),
+            None => match (&r.account, &r.woken) {
+                (Some(k), Some(w)) if k.blocked_us > k.waited_us => format!(
+                    "{who} slept {} past its cycle's start, woken only then by {}",
+                    ms(k.blocked_us),
+                    w.source.words()
+                ),
+                (Some(k), _) => format!(
+                    "{who} woke{how_late}: {}",
+                    k.verdict.trim_start_matches("late: ")
+                ),
+                (None, _) => format!("{who} woke{how_late}{}", no_account()),
+            },
+        },
+        Kind::InterruptLate => {
+            let by = r
+                .woken
+                .as_ref()
+                .map(|w| format!(" by {} on CPU{}", w.source.words(), w.cpu))
+                .unwrap_or_default();
+            let slept = r
+                .account
+                .as_ref()
+                .filter(|k| k.blocked_us > 0.0)
+                .map(|k| format!(" (asleep {} of the span)", ms(k.blocked_us)))
+                .unwrap_or_default();
+            format!(
+                "{who} was woken{how_late}{by}{slept}, with nothing else on its CPU: the device or \
+                 timer interrupt came late"
+            )
+        }
+        Kind::DriverRanLong => match &r.account {
+            Some(k) => format!(
+                "{who} ran long: on its CPU {}, preempted {}, blocked {}, interrupts {}",
+                ms(k.ran_us),
+                ms(k.waited_us),
+                ms(k.blocked_us),
+                ms(k.interrupt_us)
+            ),
+            None => format!(
+                "{who} ran long: BUSY {} over its median{}",
+                ns_dur(root.excess_ns),
+                no_account()
+            ),
+        },
+        _ => format!("{who} did not signal it in time{}", no_account()),
+    }
+}
+
+/// The root's part, when the root is a node upstream of the late one.
+fn upstream_part(root: &Step, r: &RootAccount) -> String {
+    let who = match r.mapping.as_ref().and_then(|m| m.pid) {
+        Some(pid) => format!("\"{}\" (pid {pid})", root.name),
+        None => format!("\"{}\"", root.name),
+    };
+    let what = match root.finding {
+        Finding::RanLong => format!("ran long: BUSY {} over its median", ns_dur(root.excess_ns)),
+        Finding::WokeLate => format!("woke late: WAIT {} over its median", ns_dur(root.excess_ns)),
+        _ => "was itself not signalled in time".to_owned(),
+    };
+    let kernel = r
+        .account
+        .as_ref()
+        .and_then(culprit_words)
+        .map(|b| format!(", {b}"))
+        .unwrap_or_default();
+    format!("upstream, {who} {what}{kernel}")
+}
+
+/// The path in a few words: `"B" ← "A" ← the driver`.
+pub fn path_words(card: &Card) -> String {
+    card.path
+        .iter()
+        .map(|s| match s.role {
+            Role::Driver => "the driver".to_owned(),
+            Role::Node => format!("\"{}\"", s.name),
+        })
+        .collect::<Vec<_>>()
+        .join(" ← ")
+}
+
+/// The card's one line: which node, what happened to it, the root and its cause.
 pub fn verdict(card: &Card) -> String {
     let x = &card.xrun;
+    let head = format!("xrun {} (cycle {})", x.number, x.cycle);
     let Some(node) = &x.node else {
-        if card.case == Case::Unattributed {
-            return format!(
-                "xrun {}: the server reported an xrun but does not say which node was late (no \
-                 kernel events: {})",
-                x.number,
-                card.kernel_missing.as_deref().unwrap_or("not recorded")
-            );
-        }
-        return format!(
-            "xrun {} (cycle {}): driver-side: every node finished in time, so the device or its \
-             driver was late",
-            x.number, x.cycle
-        );
+        let body = match (card.kind, card.root_step(), card.root.as_ref()) {
+            (Kind::Unexplained, _, _) => format!(
+                "unexplained: {}{}",
+                card.unexplained.as_deref().unwrap_or("nothing explains it"),
+                card.kernel_missing
+                    .as_ref()
+                    .map(|m| format!(" (no kernel events: {m})"))
+                    .unwrap_or_default()
+            ),
+            (_, Some(root), Some(r)) => format!(
+                "every node finished in time, but {}",
+                driver_part(card, root, r)
+            ),
+            _ => format!("{}", card.kind.name()),
+        };
+        return format!("{head}: {body}");
     };
     let who = match card.mapping.as_ref().and_then(|m| m.pid) {
         Some(pid) => format!("\"{}\" (pid {pid})", node.name),
@@ -45,66 +192,73 @@ pub fn verdict(card: &Card) -> String {
         m.map(|m| format!(", median {}", ms(m as f64 / 1000.0)))
             .unwrap_or_default()
     };
-    let what = match card.case {
-        Case::NeverWoke => format!("{who} never started in its cycle"),
-        Case::WokeLate => format!(
-            "{who} woke late: WAIT {}{}",
-            ms(card.wait_us.unwrap_or(0.0)),
-            median(x.median_wait_ns)
-        ),
-        Case::RanLong => format!(
-            "{who} ran long: BUSY {}{}{} in a {} cycle",
-            if card.busy_at_least { "at least " } else { "" },
-            ms(card.busy_us.unwrap_or(0.0)),
-            median(x.median_busy_ns),
-            ms(card.period_us)
-        ),
-        Case::DriverSide | Case::Unattributed => format!("{who} was late"),
-    };
-    let kernel = match (&card.kernel, &card.kernel_missing) {
-        (Some(k), _) => match &k.main_culprit {
-            // An idle CPU takes no time from anyone; what it means is in the kernel's verdict.
-            Some(c) if c.kind == "task" => format!(
-                "; kernel: {} {} on CPU{} ({}{}), {}",
-                if card.case == Case::RanLong {
-                    "preempted by"
-                } else {
-                    "behind"
-                },
-                c.name,
-                c.cpu,
-                c.pid.map(|p| format!("pid {p}, ")).unwrap_or_default(),
-                if c.policy.is_empty() {
-                    "policy unknown".into()
-                } else {
-                    c.policy.clone()
-                },
-                ms(c.us)
+    let root = card.root_step();
+    let own = root.is_none_or(|r| r.role == Role::Node && r.id == node.id);
+    let what = if !own {
+        let late = match card.path.first().map(|s| s.finding) {
+            _ if node.awake_ns == 0 => format!("{who} never started"),
+            Some(Finding::NotSignalled) => format!(
+                "{who} finished late: its signal came {} late",
+                ns_dur(card.path[0].excess_ns)
             ),
-            Some(c) if c.kind != "idle" => {
-                format!(
-                    "; kernel: {} {} on CPU{}, {}",
-                    c.kind,
-                    c.name,
-                    c.cpu,
+            _ => format!("{who} was late"),
+        };
+        let root_words = match (root, card.root.as_ref()) {
+            (Some(r), Some(acc)) if r.role == Role::Driver => driver_part(card, r, acc),
+            (Some(r), Some(acc)) => upstream_part(r, acc),
+            _ => String::new(),
+        };
+        format!("{late}: {root_words}")
+    } else {
+        let main = match card.kind {
+            Kind::NodeWokeLate if node.awake_ns == 0 => format!("{who} never started in its cycle"),
+            Kind::NodeWokeLate => format!(
+                "{who} woke late: WAIT {}{}",
+                ms(card.wait_us.unwrap_or(0.0)),
+                median(x.median_wait_ns)
+            ),
+            Kind::NodeRanLong => format!(
+                "{who} ran long: BUSY {}{}{} in a {} cycle",
+                if card.busy_at_least { "at least " } else { "" },
+                ms(card.busy_us.unwrap_or(0.0)),
+                median(x.median_busy_ns),
+                ms(card.period_us)
+            ),
+            Kind::Unexplained => format!(
+                "{who} was late, unexplained: {}",
+                card.unexplained.as_deref().unwrap_or("nothing explains it")
+            ),
+            other => format!("{who} was late ({})", other.name()),
+        };
+        let kernel = match (&card.kernel, &card.kernel_missing) {
+            (Some(k), _) => match (culprit_words(k), k.main_culprit.as_ref()) {
+                (Some(behind), Some(c)) => format!(
+                    "; kernel: {} {}, {}",
+                    if card.kind == Kind::NodeRanLong && c.kind == "task" {
+                        "preempted"
+                    } else {
+                        "waited"
+                    },
+                    behind,
                     ms(c.us)
-                )
-            }
-            _ => format!(
-                "; kernel: on its CPU {}, runnable but waiting {}, blocked {}, interrupts {}",
-                ms(k.ran_us),
-                ms(k.waited_us),
-                ms(k.blocked_us),
-                ms(k.interrupt_us)
-            ),
-        },
-        (None, Some(why)) => format!(" (no kernel events: {why})"),
-        (None, None) => String::new(),
+                ),
+                _ => format!(
+                    "; kernel: on its CPU {}, runnable but waiting {}, blocked {}, interrupts {}",
+                    ms(k.ran_us),
+                    ms(k.waited_us),
+                    ms(k.blocked_us),
+                    ms(k.interrupt_us)
+                ),
+            },
+            (None, Some(why)) => format!(" (no kernel events: {why})"),
+            (None, None) => String::new(),
+        };
+        format!("{main}{kernel}")
     };
     // What else a long run may come from: moving between CPUs, and page faults (major ones wait
     // for I/O).
     let mut extra = String::new();
-    if card.case == Case::RanLong {
+    if card.kind == Kind::NodeRanLong && own {
         if let Some(k) = card.kernel.as_ref().filter(|k| k.migrations > 0) {
             extra += &format!("; migrated {} times", k.migrations);
         }
@@ -121,8 +275,5 @@ pub fn verdict(card: &Card) -> String {
         Some(Confidence::Low) if card.kernel.is_some() => " [thread mapping: low confidence]",
         _ => "",
     };
-    format!(
-        "xrun {} (cycle {}): {what}{kernel}{extra}{confidence}",
-        x.number, x.cycle
-    )
+    format!("{head}: {what}{extra}{confidence}")
 }

@@ -5,8 +5,8 @@
 use xrunlab_testkit::FixtureTree;
 use xrunlab_trace::{Comm, EventKind, TaskIdentity, TaskLookup, TraceEvent, Window};
 use xrunlab_watch::{
-    card, confirm, map_node, words, Card, Case, Confidence, Cycle, Detector, Evidence, Faults,
-    Kernel, KernelAccount, KernelCulprit, NodeInfo, NodeStatus, NodeTiming,
+    card, confirm, map_node, words, Card, Confidence, Cycle, Detector, Evidence, Faults, Kernel,
+    KernelAccount, KernelCulprit, Kind, NoThreads, NodeInfo, NodeStatus, NodeTiming,
 };
 
 const US: u64 = 1_000;
@@ -43,6 +43,8 @@ fn cycle(seq: u64, followers: Vec<NodeTiming>, driver_xruns: Option<u32>) -> Cyc
         },
         followers,
         driver_xruns,
+        // The driver's timer was set for 10 µs before it signalled: an ordinary wake-up.
+        expected_start_ns: Some(start - 10 * US),
     }
 }
 
@@ -113,7 +115,8 @@ fn a_follower_still_awake_at_the_next_cycle_is_one_xrun_however_many_cycles_it_s
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].evidence, Evidence::StillRunning);
     assert_eq!(first[0].node.as_ref().map(|n| n.id), Some(7));
-    assert_eq!(first[0].deadline_ns, start(10) + US + PERIOD);
+    // The graph's deadline: the next cycle's start, not the node's own signal plus a period.
+    assert_eq!(first[0].deadline_ns, start(10) + PERIOD);
     assert!(
         d.cycle(&late(11)).is_empty(),
         "the same overrun, one cycle later"
@@ -181,10 +184,10 @@ fn a_driver_count_rise_with_every_node_in_time_is_driver_side() {
     assert_eq!(x.len(), 1);
     assert_eq!(x[0].evidence, Evidence::DriverCount);
     assert!(x[0].node.is_none());
-    let card = card(&x[0], None, None, Kernel::Missing("not asked"));
-    assert_eq!(card.case, Case::DriverSide);
+    let card = card(&x[0], None, None, Kernel::Missing("not asked"), &NoThreads);
+    assert_eq!(card.kind, Kind::Unexplained);
     assert!(
-        words::verdict(&card).contains("driver-side"),
+        words::verdict(&card).contains("the device or its driver was late"),
         "{}",
         words::verdict(&card)
     );
@@ -214,8 +217,9 @@ fn a_node_that_started_in_time_and_overran_ran_long_and_without_kernel_events_sa
         Some("synth".into()),
         None,
         Kernel::Missing("tracing needs root or CAP_PERFMON"),
+        &NoThreads,
     );
-    assert_eq!(c.case, Case::RanLong);
+    assert_eq!(c.kind, Kind::NodeRanLong);
     assert!(c.busy_at_least, "still running: BUSY is a lower bound");
     assert_eq!(c.wait_us, Some(20.0));
     let text = words::verdict(&c);
@@ -237,6 +241,7 @@ fn a_ran_long_card_says_its_threads_page_faults_and_migrations() {
         None,
         None,
         Kernel::Missing("not recorded (--no-kernel)"),
+        &NoThreads,
     );
     assert!(
         !words::verdict(&c).contains("page faults"),
@@ -276,6 +281,7 @@ fn an_account_that_says_a_busy_thread_never_ran_on_an_idle_cpu_is_left_out_as_a_
         interrupt_us: 0.0,
         migrations: 0,
         lost_events: 0,
+        culprits: vec![],
     };
     let busy = Some(8_100_000);
     // JACK2's wake chain says it ran 8.1 ms; the trace lost its switch-in from idle.
@@ -313,8 +319,8 @@ fn a_node_that_never_started_is_never_woke() {
         NodeStatus::Triggered,
     ));
     assert_eq!(
-        card(&x, None, None, Kernel::Missing("-")).case,
-        Case::NeverWoke
+        card(&x, None, None, Kernel::Missing("-"), &NoThreads).kind,
+        Kind::NodeWokeLate
     );
 }
 
@@ -464,8 +470,14 @@ fn a_node_held_off_its_cpu_by_a_fifo_hog_woke_late_and_the_card_names_the_hog() 
     };
     let t = procs();
     let mapping = map_node(t.path(), Some(4242));
-    let c = card(&x, None, Some(mapping), Kernel::Window(&window, &Hogs));
-    assert_eq!(c.case, Case::WokeLate, "{c:?}");
+    let c = card(
+        &x,
+        None,
+        Some(mapping),
+        Kernel::Window(&window, &Hogs),
+        &NoThreads,
+    );
+    assert_eq!(c.kind, Kind::NodeWokeLate, "{c:?}");
     let k = c.kernel.as_ref().expect("kernel account");
     let culprit = k.main_culprit.as_ref().expect("a culprit");
     assert_eq!(
@@ -475,7 +487,7 @@ fn a_node_held_off_its_cpu_by_a_fifo_hog_woke_late_and_the_card_names_the_hog() 
     assert!(culprit.us > 3_000.0, "{culprit:?}");
     let text = words::verdict(&c);
     assert!(
-        text.contains("woke late") && text.contains("behind hog on CPU1 (pid 999, SCHED_FIFO 90)"),
+        text.contains("woke late") && text.contains("behind hog (pid 999, SCHED_FIFO 90) on CPU1"),
         "{text}"
     );
     // The record type goes to --json-lines and comes back.
@@ -573,8 +585,8 @@ fn jack_client_timing_comes_from_the_wake_chain_and_shows_the_overrun() {
     assert_eq!(xruns[0].evidence, Evidence::FinishedLate);
     assert_eq!(xruns[0].node.as_ref().map(|n| n.signal_ns), Some(start(2)));
     assert_eq!(
-        card(&xruns[0], None, None, Kernel::Missing("-")).case,
-        Case::RanLong
+        card(&xruns[0], None, None, Kernel::Missing("-"), &NoThreads).kind,
+        Kind::NodeRanLong
     );
 }
 

@@ -2,14 +2,16 @@
 //! past the quantum, so the server counts an xrun that `xrunlab watch` must blame on this client.
 //! The process callback runs on JACK's real-time thread; `main` prints from its own thread.
 //!
-//! Usage: `xrunlab-late-client NAME EVERY BUSY_US [SECONDS]` (under `pw-jack` for PipeWire).
+//! Usage: `xrunlab-late-client NAME EVERY BUSY_US [SECONDS]` (under `pw-jack` for PipeWire). Its
+//! ports are `NAME:in` and `NAME:out`: connecting one client's `out` to another's `in` makes a
+//! serial chain.
 //! It prints `tid TID` once its process thread has run, then `late NS` (CLOCK_MONOTONIC) for each
 //! cycle it made long, so a test can match the xruns it induced with the ones reported.
 //!
 //! Real-time rules for the callback: no allocation, lock, print or blocking; it only spins,
 //! stores atomics and pushes into a ring allocated before activation.
 
-use jack::{AudioOut, Client, ClientOptions, Control, ProcessHandler, ProcessScope};
+use jack::{AudioIn, AudioOut, Client, ClientOptions, Control, ProcessHandler, ProcessScope};
 use std::io::Write;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -26,6 +28,9 @@ fn monotonic_ns() -> u64 {
 }
 
 struct Late {
+    /// Unread: it is there so that another client's output can feed this one (a serial chain,
+    /// which JACK runs in order).
+    _input: jack::Port<AudioIn>,
     out: jack::Port<AudioOut>,
     every: u64,
     busy_ns: u64,
@@ -83,9 +88,13 @@ fn main() {
     let out = client
         .register_port("out", AudioOut::default())
         .expect("register port");
+    let input = client
+        .register_port("in", AudioIn::default())
+        .expect("register port");
     let tid = Arc::new(AtomicI32::new(0));
     let (producer, mut consumer) = rtrb::RingBuffer::new(4096);
     let handler = Late {
+        _input: input,
         out,
         every,
         busy_ns: busy_us * 1000,

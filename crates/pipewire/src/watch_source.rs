@@ -1,0 +1,144 @@
+//! `watch` on PipeWire: the profiler's records become watch's cycles, the registry's nodes its
+//! node list, and the server's process (found through the socket's peer credentials) is where
+//! the driver's real-time thread lives. Runs on watch's main thread (the profiler's loop runs on
+//! its own).
+
+use crate::{Block, Event, Options, Profiler, ProfilerRecord, Status};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
+use xrunlab_watch::{Cycle, NodeInfo, NodeStatus, NodeTiming, Source, SourceEvent};
+
+/// A PipeWire server watched through its profiler.
+pub struct PipeWireSource {
+    profiler: Profiler,
+    socket: Option<PathBuf>,
+}
+
+/// PipeWire's socket as its clients find it: `PIPEWIRE_REMOTE` (a name, or an absolute path)
+/// in `PIPEWIRE_RUNTIME_DIR`, else `XDG_RUNTIME_DIR`; `pipewire-0` by default.
+pub fn socket_path() -> Option<PathBuf> {
+    let name = std::env::var("PIPEWIRE_REMOTE").unwrap_or_else(|_| "pipewire-0".into());
+    if name.starts_with('/') {
+        return Some(PathBuf::from(name));
+    }
+    let dir =
+        std::env::var_os("PIPEWIRE_RUNTIME_DIR").or_else(|| std::env::var_os("XDG_RUNTIME_DIR"))?;
+    Some(PathBuf::from(dir).join(name))
+}
+
+/// Whether a PipeWire server answers on its socket (what `--server auto` asks first).
+pub fn answers() -> bool {
+    socket_path().is_some_and(|p| std::os::unix::net::UnixStream::connect(p).is_ok())
+}
+
+/// The process listening on the Unix socket `path`, from the kernel's peer credentials.
+fn peer_pid(path: &std::path::Path) -> Option<i32> {
+    let stream = std::os::unix::net::UnixStream::connect(path).ok()?;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: the descriptor is a connected Unix socket owned by `stream`; `cred` and `len` are
+    // valid out pointers of the size given.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && cred.pid > 0).then_some(cred.pid)
+}
+
+impl PipeWireSource {
+    /// Connects to the server the environment names and binds its profiler.
+    pub fn open() -> Result<PipeWireSource, crate::Error> {
+        let profiler = Profiler::connect(&Options::default())?;
+        Ok(PipeWireSource {
+            profiler,
+            socket: socket_path(),
+        })
+    }
+}
+
+fn ns(t: i64) -> u64 {
+    u64::try_from(t).unwrap_or(0)
+}
+
+fn timing(b: &Block) -> NodeTiming {
+    NodeTiming {
+        id: u32::try_from(b.id).unwrap_or(u32::MAX),
+        name: b.name.clone(),
+        signal_ns: ns(b.signal),
+        awake_ns: ns(b.awake),
+        finish_ns: ns(b.finish),
+        status: match b.status {
+            Status::NotTriggered => NodeStatus::NotTriggered,
+            Status::Triggered => NodeStatus::Triggered,
+            Status::Awake => NodeStatus::Awake,
+            Status::Finished => NodeStatus::Finished,
+            Status::Inactive => NodeStatus::Inactive,
+            Status::Other(v) => NodeStatus::Unknown(v),
+        },
+        xruns: b.xrun_count.and_then(|n| u32::try_from(n).ok()),
+    }
+}
+
+/// A profiler record as watch's server-neutral cycle.
+pub fn cycle(r: &ProfilerRecord) -> Cycle {
+    let (num, denom) = r.clock.rate;
+    Cycle {
+        seq: ns(r.info.counter),
+        rate: denom / num.max(1),
+        quantum: u32::try_from(r.clock.duration).unwrap_or(0),
+        driver: timing(&r.driver),
+        followers: r.followers.iter().map(timing).collect(),
+        driver_xruns: u32::try_from(r.info.xrun_count).ok(),
+        // The clock's time is the one its driver was set to wake at (the timer's expiry); its
+        // signal is when it really started the cycle.
+        expected_start_ns: (r.clock.nsec > 0).then(|| ns(r.clock.nsec)),
+    }
+}
+
+impl Source for PipeWireSource {
+    fn next(&mut self, timeout: Duration) -> Option<SourceEvent> {
+        match self.profiler.events().recv_timeout(timeout) {
+            Ok(Event::Cycle(r)) => Some(SourceEvent::Cycle(cycle(&r))),
+            Ok(Event::Node(n)) => Some(SourceEvent::Node(NodeInfo {
+                id: n.id,
+                name: n.name,
+                app_name: n.app_name,
+                pid: n.pid,
+            })),
+            Ok(Event::NodeRemoved(id)) => Some(SourceEvent::NodeRemoved(id)),
+            Ok(Event::Gap { missed }) => Some(SourceEvent::Gap(missed)),
+            Ok(Event::BadPod(e)) => Some(SourceEvent::Note(format!(
+                "a profiler record was skipped: {e}"
+            ))),
+            Ok(Event::RawPod(_)) => None,
+            Ok(Event::Disconnected(why)) => Some(SourceEvent::Ended(why)),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(SourceEvent::Ended(
+                "the PipeWire connection's thread ended".into(),
+            )),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("PipeWire {} (profiler)", self.profiler.server_version())
+    }
+
+    fn server_pid(&mut self) -> Option<i32> {
+        peer_pid(self.socket.as_deref()?)
+    }
+
+    fn server_name(&self) -> &str {
+        "pipewire"
+    }
+}
