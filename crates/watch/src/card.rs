@@ -10,7 +10,7 @@ use crate::detect::{Evidence, Xrun};
 use crate::mapping::Mapping;
 use serde::{Deserialize, Serialize};
 use xrunlab_trace::{
-    blame, first_wake, AudioThread, BlameCard, BlameInput, Cause, TaskLookup, Window,
+    blame, first_wake, AudioThread, BlameCard, BlameInput, Cause, EventKind, TaskLookup, Window,
 };
 
 /// What the root of an xrun was: a card's kind, named the same in the cards, the summary's
@@ -124,6 +124,10 @@ pub struct RootAccount {
     pub woken: Option<xrunlab_trace::Wake>,
     /// Why there is no account.
     pub missing: Option<String>,
+    /// The thread was held off in the moments before the span, not in it: the graph was still
+    /// catching up from that delay (the span then starts that much earlier).
+    #[serde(default)]
+    pub catching_up: bool,
 }
 
 /// One xrun's card.
@@ -308,6 +312,93 @@ fn account_over(
     (account(&blamed), blamed.cause)
 }
 
+/// How far before a late cycle the driver's thread is looked at for a delay the graph was still
+/// catching up from (within the window's lead-in).
+const CATCH_UP_NS: u64 = 15_000_000;
+/// ... and how long it must have been held off then to be named.
+const CATCH_UP_MIN_US: f64 = 1000.0;
+
+/// The CPU thread `tid` last ran on before `before`, from the window's switches.
+fn last_cpu(window: &Window, tid: i32, before: u64) -> Option<u16> {
+    window
+        .events
+        .iter()
+        .rev()
+        .filter(|e| e.ts_ns <= before)
+        .find_map(|e| match e.kind {
+            EventKind::Switch {
+                prev_tid, next_tid, ..
+            } if prev_tid == tid || next_tid == tid => Some(e.cpu),
+            _ => None,
+        })
+}
+
+/// The task that held `cpu` for most of `[from, to]` (at least half of it), as a culprit.
+fn occupant(
+    window: &Window,
+    lookup: &dyn TaskLookup,
+    cpu: u16,
+    from: u64,
+    to: u64,
+) -> Option<KernelCulprit> {
+    if to <= from {
+        return None;
+    }
+    // Who ran on the CPU when the span began: the last switch before it.
+    let mut current: Option<(i32, String)> = window
+        .events
+        .iter()
+        .rev()
+        .filter(|e| e.cpu == cpu && e.ts_ns <= from)
+        .find_map(|e| match &e.kind {
+            EventKind::Switch {
+                next_tid,
+                next_comm,
+                ..
+            } => Some((*next_tid, next_comm.to_string())),
+            _ => None,
+        });
+    let mut held: std::collections::BTreeMap<(i32, String), u64> = Default::default();
+    let mut since = from;
+    for e in window
+        .events
+        .iter()
+        .filter(|e| e.cpu == cpu && e.ts_ns > from && e.ts_ns < to)
+    {
+        if let EventKind::Switch {
+            next_tid,
+            next_comm,
+            ..
+        } = &e.kind
+        {
+            if let Some(c) = current.take() {
+                *held.entry(c).or_default() += e.ts_ns - since;
+            }
+            current = Some((*next_tid, next_comm.to_string()));
+            since = e.ts_ns;
+        }
+    }
+    if let Some(c) = current {
+        *held.entry(c).or_default() += to - since;
+    }
+    let ((tid, comm), ns) = held
+        .into_iter()
+        .filter(|((t, _), _)| *t != 0)
+        .max_by_key(|(_, ns)| *ns)?;
+    if ns * 2 < to - from {
+        return None;
+    }
+    let who = lookup.lookup(tid);
+    Some(KernelCulprit {
+        kind: "task".to_owned(),
+        name: who.as_ref().map_or(comm, |w| w.comm.clone()),
+        pid: Some(who.as_ref().map_or(tid, |w| w.pid)),
+        policy: who.map(|w| w.policy).unwrap_or_default(),
+        cpu,
+        us: us(ns),
+    })
+}
+
 /// A node's signal this long after the driver's start is a signal the driver was late to send.
 const SIGNAL_SLACK_NS: u64 = 100_000;
 
@@ -353,6 +444,7 @@ fn driver_root(
         account: None,
         woken: None,
         missing: None,
+        catching_up: false,
     };
     let timing_kind = match root.finding {
         Finding::DriverLate => Kind::DriverWokeLate,
@@ -396,13 +488,65 @@ fn driver_root(
     let span = to.saturating_sub(from);
     let held_off = acc.main_culprit.as_ref().is_some_and(|c| c.kind != "idle")
         && significant(acc.waited_us + acc.interrupt_us, span);
+    // Not held off in the span, but just before it: the cycles after a long delay are late
+    // too, while the graph catches up; what held the driver off then is the root.
+    if !held_off && root.finding != Finding::DriverLate {
+        let back = from.saturating_sub(CATCH_UP_NS).max(window.t0_ns);
+        let (before, _) = account_over(
+            window,
+            lookup,
+            "the driver",
+            thread.tid,
+            back,
+            to,
+            None,
+            Some(to),
+            None,
+        );
+        let culprit = before
+            .main_culprit
+            .as_ref()
+            .is_some_and(|c| c.kind != "idle");
+        if culprit && before.waited_us + before.interrupt_us >= CATCH_UP_MIN_US {
+            out.from_ns = back;
+            out.catching_up = true;
+            out.account = Some(before);
+            return (Kind::DriverWokeLate, out);
+        }
+    }
     // The driver's thread sleeps only to wait for its timer or its device: asleep through most
     // of the span, it was woken late, by what woke it.
     let slept =
         acc.blocked_us * 1000.0 >= span as f64 * 0.5 && acc.ran_us * 1000.0 < span as f64 * 0.25;
     let woken_by_interrupt = out.woken.as_ref().is_some_and(|w| w.source.is_interrupt());
+    // Asleep, with its wake-up due: a task that held the driver's CPU meanwhile delayed it
+    // (an interrupt's deferred work, a timer's softirq in ksoftirqd, runs only after it), so
+    // the wake-up was not late by itself.
+    let occupied = if slept {
+        let cpu = out
+            .woken
+            .as_ref()
+            .map(|w| w.cpu)
+            .or_else(|| last_cpu(window, thread.tid, to));
+        cpu.and_then(|cpu| {
+            occupant(
+                window,
+                lookup,
+                cpu,
+                from,
+                out.woken.as_ref().map_or(to, |w| w.ts_ns),
+            )
+        })
+    } else {
+        None
+    };
     let kind = if held_off {
         Kind::DriverWokeLate
+    } else if let Some(task) = occupied {
+        let mut acc = acc;
+        acc.main_culprit = Some(task);
+        out.account = Some(acc);
+        return (Kind::DriverWokeLate, out);
     } else if slept && woken_by_interrupt {
         Kind::InterruptLate
     } else if slept {
@@ -465,6 +609,7 @@ fn upstream_root(
         account: None,
         woken: None,
         missing: None,
+        catching_up: false,
     };
     match (kernel, mapping.as_ref().and_then(|m| m.thread.as_ref())) {
         (Kernel::Missing(why), _) => out.missing = Some((*why).to_owned()),

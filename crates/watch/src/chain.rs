@@ -8,8 +8,8 @@
 //! Who signalled a node is not in either server's figures: PipeWire gives each node's signal
 //! time, JACK2's wake chain the waking thread, but neither names the upstream node for the
 //! server-neutral cycle. A node is signalled when the last node it depends on finishes, so its
-//! signaller is the node whose finish is the latest one at or just before its signal; when no
-//! node finished before it in the cycle, the driver signalled it.
+//! signaller is the node that ran before its signal and finished right around it; when no node
+//! did, the driver signalled it.
 
 use crate::model::{Cycle, NodeTiming};
 use serde::{Deserialize, Serialize};
@@ -165,16 +165,19 @@ pub fn driver_step(c: &Cycle, median_busy_ns: Option<u64>) -> Step {
 }
 
 /// The node that signalled `n` in cycle `c`: the follower (not `n`, not already on the path)
-/// whose finish is the latest one at or before `n`'s signal (within [`HANDOFF_NS`]), in this
-/// cycle; `None` when the driver did.
+/// that ran before `n`'s signal and whose finish is the nearest to it (within [`HANDOFF_NS`]),
+/// in this cycle; `None` when the driver did.
 pub fn signaller<'a>(c: &'a Cycle, n: &NodeTiming, visited: &[u32]) -> Option<&'a NodeTiming> {
     let start = c.driver.signal_ns;
     c.followers
         .iter()
         .filter(|f| f.id != n.id && !visited.contains(&f.id))
         .filter(|f| f.busy_ns().is_some() && f.finish_ns >= start && f.awake_ns >= start)
-        .filter(|f| f.finish_ns <= n.signal_ns && n.signal_ns - f.finish_ns <= HANDOFF_NS)
-        .max_by_key(|f| f.finish_ns)
+        // It ran before the signal and finished around it: PipeWire stamps the finish before
+        // the signal it then sends; JACK2's wake chain sees the signaller's futex wake, then its
+        // switch-out to sleep, a few µs after.
+        .filter(|f| f.awake_ns < n.signal_ns && f.finish_ns.abs_diff(n.signal_ns) <= HANDOFF_NS)
+        .min_by_key(|f| f.finish_ns.abs_diff(n.signal_ns))
 }
 
 /// The path from the late node `late` back to the root of its lateness, by timing: the first

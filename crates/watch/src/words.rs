@@ -72,9 +72,29 @@ fn driver_part(card: &Card, root: &Step, r: &RootAccount) -> String {
     };
     match card.kind {
         Kind::DriverWokeLate => match r.account.as_ref().and_then(culprit_words) {
+            // Asleep with its wake-up due, while a task held its CPU.
+            Some(behind)
+                if r.account
+                    .as_ref()
+                    .is_some_and(|k| k.blocked_us > k.waited_us + k.interrupt_us)
+                    && !r.catching_up =>
+            {
+                format!(
+                    "{who} slept {} past its cycle's start: its wake-up came only {behind} (work \
+                     deferred to a thread, such as a timer's softirq, runs after it)",
+                    ms(r.account.as_ref().map_or(0.0, |k| k.blocked_us))
+                )
+            }
             Some(behind) if root.finding == Finding::DriverLate => {
                 format!("{who} woke{how_late}, {behind}")
             }
+            Some(behind) if r.catching_up => format!(
+                "{who} was held off its CPU for {} just before, {behind}, and the graph was \
+                 still catching up",
+                ms(r.account
+                    .as_ref()
+                    .map_or(0.0, |k| k.waited_us + k.interrupt_us))
+            ),
             // It started the cycle in time, then lost its CPU before it signalled.
             Some(behind) => format!(
                 "{who} was held off its CPU for {} before it signalled, {behind}",
