@@ -37,6 +37,8 @@ struct Trial {
     better: Vec<String>,
     /// Every gated metric decided when it ended.
     decided: bool,
+    /// Each gated metric's change and interval in percent, as "load p50 +6.2 % [-3.1, +15.0]".
+    changes: Vec<String>,
 }
 
 /// A rate over trials.
@@ -148,6 +150,7 @@ pub fn bench(args: &CompareBenchArgs) -> Result<(), Failure> {
                 gate: None,
                 margin_pct: xrunlab_compare::DEFAULT_MARGIN_PCT,
             };
+            xrunlab_lab::ab::prepare_dir(&setup.dir)?;
             let t0 = Instant::now();
             let outcome = run_ab(&setup, &ctx, &mut |_| {}, &|| signals.received())?;
             let named = |v: Verdict| -> Vec<String> {
@@ -167,9 +170,24 @@ pub fn bench(args: &CompareBenchArgs) -> Result<(), Failure> {
                 worse: named(Verdict::Worse),
                 better: named(Verdict::Better),
                 decided: crate::ab_cmd::decided(&outcome.result),
+                changes: outcome
+                    .result
+                    .metrics
+                    .iter()
+                    .filter(|m| m.gated)
+                    .map(|m| {
+                        let change = m
+                            .change_pct
+                            .map_or("-".to_owned(), |c| format!("{c:+.1} %"));
+                        let interval = m
+                            .interval_pct
+                            .map_or("-".to_owned(), |[lo, hi]| format!("[{lo:+.1}, {hi:+.1}]"));
+                        format!("{} {change} {interval}", m.metric)
+                    })
+                    .collect(),
             };
             println!(
-                "  {kind:<9} {trial:>3}/{}: {} after {} rounds ({:.0} s)",
+                "  {kind:<9} {trial:>3}/{}: {} after {} rounds ({:.0} s): {}",
                 args.trials,
                 match (t.worse.is_empty(), t.better.is_empty()) {
                     (true, true) if t.decided => "no change beyond the margin".to_owned(),
@@ -181,7 +199,8 @@ pub fn bench(args: &CompareBenchArgs) -> Result<(), Failure> {
                     ),
                 },
                 t.rounds,
-                t.seconds
+                t.seconds,
+                t.changes.join(", ")
             );
             trials.push(t);
         }

@@ -42,7 +42,11 @@ fn copy_for_nobody(name: &str) -> PathBuf {
         .arg(&copy)
         .status()
         .expect("cp runs");
-    assert!(cp.success(), "cp of the binary to {} failed: {cp}", copy.display());
+    assert!(
+        cp.success(),
+        "cp of the binary to {} failed: {cp}",
+        copy.display()
+    );
     std::fs::set_permissions(&copy, PermissionsExt::from_mode(0o755)).unwrap();
     copy
 }
