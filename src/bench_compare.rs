@@ -97,18 +97,27 @@ pub fn bench(args: &CompareBenchArgs) -> Result<(), Failure> {
     if let Some(p) = &args.json {
         crate::files::check_writable("--json", p)?;
     }
-    let shifted = (u64::from(args.sines) * u64::from(100 + args.shift_pct)).div_ceil(100);
-    let shifted = u32::try_from(shifted).map_err(|_| {
-        Failure::Usage(format!(
-            "invalid --shift-pct {}: {} sines shifted is too many (allowed: a shift that \
-             leaves at most {} sines)",
-            args.shift_pct,
-            args.sines,
-            u32::MAX
-        ))
-    })?;
-    let a_flags = format!("--sines {}", args.sines);
-    let b_flags = format!("--sines {shifted}");
+    let shift = |n: u32| -> Result<u32, Failure> {
+        u32::try_from((u64::from(n) * u64::from(100 + args.shift_pct)).div_ceil(100)).map_err(
+            |_| {
+                Failure::Usage(format!(
+                    "invalid --shift-pct {}: {n} sines shifted is too many (allowed: a shift \
+                     that leaves at most {} sines)",
+                    args.shift_pct,
+                    u32::MAX
+                ))
+            },
+        )
+    };
+    let shifted = shift(args.sines)?;
+    let a_flags = format!("--sines {} --burst-sines {}", args.sines, args.burst_sines);
+    let b_flags = format!(
+        "--sines {shifted} --burst-sines {}",
+        shift(args.burst_sines)?
+    );
+    if let Some(gate) = &args.gate {
+        xrunlab_compare::check_run_gate(gate)?;
+    }
     // Checked once here; each A/B parses its own (the parsed flags are not copied).
     side("--a", &a_flags)?;
     side("--b", &b_flags)?;
@@ -147,7 +156,7 @@ pub fn bench(args: &CompareBenchArgs) -> Result<(), Failure> {
                 max_time: args.max_time,
                 duration: args.duration,
                 dir: scratch.path().join(format!("{kind}-{trial}")),
-                gate: None,
+                gate: args.gate.clone(),
                 margin_pct: xrunlab_compare::DEFAULT_MARGIN_PCT,
             };
             xrunlab_lab::ab::prepare_dir(&setup.dir)?;

@@ -201,6 +201,7 @@ fn bench_compare_measures_false_verdicts_and_power_where_the_truth_is_known() {
         let _cpus = cpus_alone();
         xrunlab()
             .args(["bench", "compare", "--trials", "1", "--duration", "200ms"])
+            .args(["--sines", "300"])
             .args([
                 "--max-time",
                 "10s",
@@ -227,6 +228,10 @@ fn bench_compare_measures_false_verdicts_and_power_where_the_truth_is_known() {
     let r = crate::json(&json);
     assert_eq!(r["schema"], "xrunlab.bench-compare/1");
     assert_eq!(r["shifted_sines"], 900);
+    assert!(
+        stdout.contains("(--sines 900 --burst-sines 0)"),
+        "{stdout}"
+    );
     assert_eq!(r["trials"].as_array().unwrap().len(), 2);
     assert_eq!(r["trials"][1]["kind"], "shifted");
     assert_eq!(r["trials"][1]["worse"][0], "load p50");
