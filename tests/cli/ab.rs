@@ -228,10 +228,7 @@ fn bench_compare_measures_false_verdicts_and_power_where_the_truth_is_known() {
     let r = crate::json(&json);
     assert_eq!(r["schema"], "xrunlab.bench-compare/1");
     assert_eq!(r["shifted_sines"], 900);
-    assert!(
-        stdout.contains("(--sines 900 --burst-sines 0)"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("(--sines 900 --burst-sines 0)"), "{stdout}");
     assert_eq!(r["trials"].as_array().unwrap().len(), 2);
     assert_eq!(r["trials"][1]["kind"], "shifted");
     assert_eq!(r["trials"][1]["worse"][0], "load p50");
