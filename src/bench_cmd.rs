@@ -1,4 +1,4 @@
-//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as a table (and JSON); `bench soak` is in `bench_soak`, `bench explain` in `bench_explain`; runs on the main thread.
+//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as a table (and JSON); `bench soak` is in `bench_soak`, `bench explain` in `bench_explain`, `bench compare` in `bench_compare`; runs on the main thread.
 
 use crate::cli::{BenchArgs, BenchMode};
 use crate::Failure;
@@ -73,6 +73,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         Some(BenchMode::Soak(soak)) => return crate::bench_soak::soak(soak),
         Some(BenchMode::Explain(a)) => return crate::bench_explain::explain(a),
         Some(BenchMode::Watch(a)) => return crate::bench_watch::bench(a),
+        Some(BenchMode::Compare(a)) => return crate::bench_compare::bench(a),
         None => {}
     }
     let provenance = Provenance::collect(

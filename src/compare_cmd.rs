@@ -6,7 +6,9 @@
 use crate::cli::compare::CompareArgs;
 use crate::Failure;
 use std::path::{Path, PathBuf};
-use xrunlab_compare::{compare, compare_experiments, compare_probes, held_over_table, Options};
+use xrunlab_compare::{
+    compare, compare_experiments, compare_probes, gate_verdicts, Options, DEFAULT_MARGIN_PCT,
+};
 use xrunlab_results::compare::CompareResult;
 use xrunlab_results::lab::{kind_of, parse_experiment, Experiment, SCHEMA as LAB_SCHEMA};
 use xrunlab_results::probe::{parse_wakeup, WakeupFile, KIND as WAKEUP_KIND};
@@ -109,12 +111,12 @@ fn kind_of_files(files: &[&PathBuf]) -> Result<Files, Failure> {
     })
 }
 
-/// The metrics worse by more than `pct` percent with the chosen confidence: the whole interval
-/// lies beyond `pct` on the metric's worse side (an interval open above, of dropouts when A had
-/// none, by its lower end), and the verdict holds over the whole table (Holm's correction, see
-/// [`held_over_table`]), so a CI gate fails identical sides in at most 5 % of A/Bs.
+/// The gated metrics worse by more than `pct` percent: the verdict is worse and the whole
+/// interval lies beyond `pct` on the metric's worse side (an interval open above, of dropouts
+/// when A had none, by its lower end). The gated intervals hold together at 95 % (see
+/// [`gate_verdicts`]), so a CI gate fails identical sides in at most 5 % of comparisons.
 pub fn worse_beyond(result: &CompareResult, pct: f64) -> Vec<String> {
-    held_over_table(result)
+    gate_verdicts(result)
         .into_iter()
         .filter(|m| m.worse_by_more_than(pct))
         .map(|m| m.metric.clone())
@@ -133,6 +135,12 @@ pub fn check_gate(fail_if_worse: Option<f64>) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The margin within which a change counts as none: the gate's percentage when there is one
+/// (what the user said matters), else [`DEFAULT_MARGIN_PCT`]. Shared with `ab`.
+pub fn margin(fail_if_worse: Option<f64>) -> f64 {
+    fail_if_worse.unwrap_or(DEFAULT_MARGIN_PCT)
+}
+
 pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
     check_gate(args.fail_if_worse)?;
     if let Some(p) = &args.json {
@@ -143,20 +151,25 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<(), Failure> {
         xrunlab_sys::default_proc_root(),
         xrunlab_sys::default_sys_root(),
     );
-    let options = Options { force: args.force };
+    let options = Options {
+        force: args.force,
+        gate: args.gate.clone(),
+        margin_pct: margin(args.fail_if_worse),
+        ..Options::default()
+    };
     let all: Vec<&PathBuf> = args.files.iter().chain(&args.vs).collect();
     let result = match kind_of_files(&all)? {
         Files::Probes => {
             let (a, b) = (read_probes(&args.files)?, read_probes(&args.vs)?);
-            compare_probes(&a, &b, options, provenance)
+            compare_probes(&a, &b, &options, provenance)
         }
         Files::Experiments => {
             let (a, b) = (read_experiments(&args.files)?, read_experiments(&args.vs)?);
-            compare_experiments(&a, &b, options, provenance)
+            compare_experiments(&a, &b, &options, provenance)
         }
         Files::Runs => {
             let (a, b) = (read_side(&args.files)?, read_side(&args.vs)?);
-            compare(&a, &b, options, provenance)
+            compare(&a, &b, &options, provenance)
         }
     }?;
     finish(&result, args.json.as_deref(), args.fail_if_worse)
@@ -176,8 +189,8 @@ pub fn finish(
         let worse = worse_beyond(result, pct);
         if !worse.is_empty() {
             return Err(Failure::Runtime(format!(
-                "B is worse than A by more than {pct} % at {:.0} % confidence over all the \
-                 metrics (Holm): {}",
+                "B is worse than A by more than {pct} % at {:.0} % confidence over the gated \
+                 metrics: {}",
                 result.confidence * 100.0,
                 worse.join(", ")
             )));

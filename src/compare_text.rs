@@ -3,7 +3,9 @@
 //! the notes, and a row per machine; runs on the main thread.
 
 use std::fmt::Write;
-use xrunlab_results::compare::{CompareResult, FingerprintChange, Method, Verdict};
+use xrunlab_results::compare::{
+    CompareResult, FingerprintChange, Method, MetricComparison, Verdict,
+};
 
 fn change_words(c: &FingerprintChange) -> String {
     let field = c.field.replace('_', " ");
@@ -68,9 +70,16 @@ pub fn render(r: &CompareResult) -> String {
         .max()
         .unwrap_or(0)
         .max(28);
+    let verdicts: Vec<String> = r.metrics.iter().map(|m| verdict_words(r, m)).collect();
+    let vw = verdicts
+        .iter()
+        .map(|v| v.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(19);
     let _ = writeln!(
         s,
-        "\n{:<w$} {:>10} {:>10} {:>9} {:>20}  {:<19} {:>7}",
+        "\n{:<w$} {:>10} {:>10} {:>9} {:>20}  {:<vw$} {:>7}",
         if any_higher {
             "metric (lower is better; ↑: higher is better)"
         } else {
@@ -79,12 +88,12 @@ pub fn render(r: &CompareResult) -> String {
         "A",
         "B",
         "change",
-        "95 % interval",
+        "interval",
         "verdict",
         "chance",
         w = width
     );
-    for m in &r.metrics {
+    for (m, verdict) in r.metrics.iter().zip(&verdicts) {
         let change = m
             .change_pct
             .map_or_else(|| "-".to_owned(), |c| format!("{c:+.1} %"));
@@ -93,18 +102,12 @@ pub fn render(r: &CompareResult) -> String {
             (None, Some(lo)) => format!("[{lo:+.1} %, no end)"),
             (None, None) => "-".to_owned(),
         };
-        let verdict = match (m.verdict, m.method) {
-            (_, Method::Descriptive) => "not tested",
-            (Verdict::Better, _) => "better",
-            (Verdict::Worse, _) => "worse",
-            (Verdict::NoDifference, _) => "no difference shown",
-        };
         let chance = m
             .p_value
             .map_or_else(|| "-".to_owned(), |p| format!("{p:.3}"));
         let _ = writeln!(
             s,
-            "{:<width$} {:>10} {:>10} {:>9} {:>20}  {:<19} {:>7}",
+            "{:<width$} {:>10} {:>10} {:>9} {:>20}  {:<vw$} {:>7}",
             label(m),
             number(m.a_median),
             number(m.b_median),
@@ -114,16 +117,7 @@ pub fn render(r: &CompareResult) -> String {
             chance
         );
     }
-    let _ = writeln!(
-        s,
-        "\nA and B are the medians over each side's runs; chance: how often noise alone gives a \
-         difference this large ({}).",
-        match r.metrics.first().map(|m| m.method) {
-            Some(Method::PermutationOverRuns) =>
-                "exact Mann-Whitney over the runs, intervals by bootstrapping the runs",
-            _ => "block bootstrap over the buffers of one run a side",
-        }
-    );
+    let _ = writeln!(s, "\n{}", method_words(r));
     if r.metrics.iter().any(|m| m.method == Method::ExactRateTest) {
         let _ = writeln!(
             s,
@@ -133,28 +127,8 @@ pub fn render(r: &CompareResult) -> String {
              the interval is shown from its lower end)."
         );
     }
-    let tested = r.metrics.iter().filter(|m| m.p_value.is_some()).count();
-    if tested > 1 {
-        let held = xrunlab_compare::held_over_table(r);
-        let named = |v: Verdict| {
-            held.iter()
-                .filter(|m| m.verdict == v)
-                .map(|m| m.metric.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let (worse, better) = (named(Verdict::Worse), named(Verdict::Better));
-        let found = match (worse.is_empty(), better.is_empty()) {
-            (true, true) => "no difference shown".to_owned(),
-            (false, true) => format!("B worse on {worse}"),
-            (true, false) => format!("B better on {better}"),
-            (false, false) => format!("B worse on {worse}; better on {better}"),
-        };
-        let _ = writeln!(
-            s,
-            "over all {tested} tested metrics together (Holm, {:.0} %): {found}",
-            r.confidence * 100.0
-        );
+    if let Some(line) = gate_line(r) {
+        let _ = writeln!(s, "{line}");
     }
     for n in &r.notes {
         let _ = writeln!(s, "note: {n}");
@@ -191,4 +165,105 @@ pub fn render(r: &CompareResult) -> String {
         }
     }
     s
+}
+
+/// The verdict column of metric `m`.
+fn verdict_words(r: &CompareResult, m: &MetricComparison) -> String {
+    match (m.verdict, m.method) {
+        (Verdict::Better, _) => "better".to_owned(),
+        (Verdict::Worse, _) => "worse".to_owned(),
+        (Verdict::NoDifference, _) => match r.margin_pct {
+            Some(margin) => format!("no change beyond ±{margin} %"),
+            None => "no difference shown".to_owned(),
+        },
+        (Verdict::Undecided, _) => "undecided: too few runs".to_owned(),
+        (Verdict::NotEnoughRuns, _) => format!(
+            "not enough runs: {} a side, need {}",
+            m.a.len().min(m.b.len()),
+            m.runs_needed.unwrap_or(xrunlab_compare::MIN_RUNS)
+        ),
+        (Verdict::NotJudged, _) if xrunlab_compare::gate::is_extreme(&m.metric) => {
+            "not judged (a maximum)".to_owned()
+        }
+        (Verdict::NotJudged, Method::Descriptive) => "not tested".to_owned(),
+        (Verdict::NotJudged, _) => "not gated".to_owned(),
+    }
+}
+
+/// The line under the table that says how the figures were found.
+fn method_words(r: &CompareResult) -> String {
+    let method = r
+        .metrics
+        .iter()
+        .map(|m| m.method)
+        .find(|m| !matches!(m, Method::ExactRateTest | Method::Descriptive));
+    let how = match method {
+        Some(Method::WelchTOnLogs) => {
+            "Welch's t-test on the logs of the runs' figures, which sees how much runs differ; \
+             change and interval: of the ratio of the geometric means"
+        }
+        Some(Method::PairedTOnLogRatios) => {
+            "the paired t-test on the logs of each round's B/A, so what both runs of a round \
+             share cancels; change and interval: of the geometric mean of the rounds' ratios"
+        }
+        Some(Method::PermutationOverRuns) => {
+            "exact Mann-Whitney over the runs, intervals by bootstrapping the runs"
+        }
+        Some(Method::BlockBootstrapOneRun) => {
+            "intervals by a block bootstrap over the buffers, which cannot see how much runs \
+             differ, so no verdict"
+        }
+        _ => "no metric could be tested",
+    };
+    format!(
+        "A and B are the medians over each side's runs; chance: how often noise alone gives a \
+         difference this large ({how})."
+    )
+}
+
+/// The gate's verdict: only the gated metrics are judged, their intervals holding together.
+fn gate_line(r: &CompareResult) -> Option<String> {
+    let gated: Vec<&MetricComparison> = r.metrics.iter().filter(|m| m.gated).collect();
+    if gated.is_empty() {
+        return None;
+    }
+    let named = |v: Verdict| {
+        gated
+            .iter()
+            .filter(|m| m.verdict == v)
+            .map(|m| m.metric.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut found = Vec::new();
+    for (v, words) in [
+        (Verdict::Worse, "B worse on"),
+        (Verdict::Better, "B better on"),
+        (Verdict::Undecided, "undecided (too few runs) on"),
+        (Verdict::NotEnoughRuns, "not enough runs for"),
+    ] {
+        let n = named(v);
+        if !n.is_empty() {
+            found.push(format!("{words} {n}"));
+        }
+    }
+    if found.is_empty() {
+        found.push(match r.margin_pct {
+            Some(m) => format!("no change beyond ±{m} %"),
+            None => "no difference shown".to_owned(),
+        });
+    }
+    let each = r.gate_confidence.map_or_else(String::new, |c| {
+        format!("{:.2} % intervals each, ", c * 100.0)
+    });
+    Some(format!(
+        "gate: {} ({each}{:.0} % together): {}",
+        gated
+            .iter()
+            .map(|m| m.metric.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        r.confidence * 100.0,
+        found.join("; ")
+    ))
 }

@@ -66,15 +66,16 @@ impl From<xrunlab_lab::LabError> for Failure {
     }
 }
 
-/// Every way a comparison fails is in the files the user named (unreadable, different
-/// workloads, an empty side).
+/// Every way a comparison fails is in the files or metrics the user named (unreadable,
+/// different workloads, an empty side, a gate naming no metric of the files).
 impl From<xrunlab_compare::CompareError> for Failure {
     fn from(e: xrunlab_compare::CompareError) -> Failure {
         use xrunlab_compare::CompareError;
         match e {
-            CompareError::Read(_) | CompareError::Workload(_) | CompareError::EmptySide(_) => {
-                Failure::Usage(e.to_string())
-            }
+            CompareError::Read(_)
+            | CompareError::Workload(_)
+            | CompareError::EmptySide(_)
+            | CompareError::Gate(_) => Failure::Usage(e.to_string()),
         }
     }
 }

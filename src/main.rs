@@ -2,6 +2,7 @@
 
 mod ab_cmd;
 mod bench_cmd;
+mod bench_compare;
 mod bench_explain;
 mod bench_soak;
 mod bench_watch;

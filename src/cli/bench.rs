@@ -34,6 +34,41 @@ pub enum BenchMode<E: Args> {
     /// report each stall and name that client; prints its CPU, the reported share, the share
     /// named correctly, the delay from xrun to card, and lost kernel events.
     Watch(WatchBenchArgs),
+    /// How often `ab --rounds auto` is wrong, measured where the truth is known: A/Bs of
+    /// identical sides (any verdict is false) and of side B with more sines (the shift must be
+    /// found worse); prints both rates with their exact 95 % intervals.
+    Compare(CompareBenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareBenchArgs {
+    /// A/Bs of each kind (identical sides, shifted sides), 1..=1000.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub trials: u32,
+    /// Sines on side A, and on both sides of the identical A/Bs, 1..=100000. Enough that the
+    /// kernel's work, not the cycle's fixed cost (about 4 % load here), is most of the load:
+    /// at 1500 a 10 % shift of the sines moves the load p50 by about 9 %.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub sines: u32,
+    /// Extra sines during a burst on side A, 0..=100000 (B shifts them too). None by default:
+    /// bursts come and go within a run and blur its load.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub burst_sines: u32,
+    /// The metrics that get a verdict, as `ab --gate` (default: ab's, load.p50,load.p99).
+    #[arg(long, value_name = "METRICS", value_delimiter = ',')]
+    pub gate: Option<Vec<String>>,
+    /// Side B's shift: this many percent more sines and burst sines (10: 300 → 330), 1..=1000.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub shift_pct: u32,
+    /// Each run's measured time.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Each A/B's --max-time (they run --rounds auto).
+    #[arg(long, value_name = "DUR", default_value = "3m", value_parser = parse_duration)]
+    pub max_time: Duration,
+    /// Write every A/B's outcome and both rates as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -241,7 +241,7 @@ const SIDES = [
   { key: 'a', name: 'A', color: PALETTE[0] },
   { key: 'b', name: 'B', color: PALETTE[1] },
 ];
-/** Verdict colours: B better, worse, or no difference shown. */
+/** Verdict colours: B better, worse, or no difference shown; undecided, not enough runs and not judged are grey (the GRID fallback). */
 const VERDICT = { better: '#3aa655', worse: DROPOUT, no_difference: '#9a9a9a' };
 
 /**
@@ -323,7 +323,7 @@ function ccdfChart(parent, kind, title, series, xLabel) {
  * `data-bars` on the canvas counts the bars drawn.
  * @param {HTMLElement} parent
  * @param {string} kind
- * @param {{ metric: string, unit: string, change_pct: number | null, interval_pct: [number, number] | null, verdict: 'better' | 'worse' | 'no_difference' }[]} metrics
+ * @param {{ metric: string, unit: string, change_pct: number | null, interval_pct: [number, number] | null, verdict: 'better' | 'worse' | 'no_difference' | 'undecided' | 'not_enough_runs' | 'not_judged' }[]} metrics
  */
 function changeBars(parent, kind, metrics) {
   const row = 20;

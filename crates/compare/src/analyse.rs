@@ -3,7 +3,8 @@
 //! compares each metric with the method the number of runs allows. Main thread.
 
 use crate::diff::{fingerprint_diff_of, workload_diff};
-use crate::judge::{judge, judge_rate, Figures};
+use crate::gate::{self, Plan as GatePlan};
+use crate::judge::{judge, judge_rate, Figures, MIN_RUNS};
 use crate::stats;
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
@@ -26,10 +27,35 @@ pub(crate) const SEED: u64 = 0x5eed_a0b0;
 pub type Side = [(PathBuf, RunFile)];
 
 /// How to compare.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// Compare different workloads anyway.
     pub force: bool,
+    /// The metrics that get a verdict, as printed ("driver wake-up p99") or dotted
+    /// ("driver_wake.p99"); `None`: the kind of result's default (see [`crate::gate`]).
+    pub gate: Option<Vec<String>>,
+    /// The sides' i-th runs are round i of an A/B (A then B): judged by the paired t-test.
+    pub paired: bool,
+    /// The chance of any false verdict over the gated metrics together (5 %; an early look
+    /// of a sequential A/B takes less, see [`crate::sequential`]).
+    pub alpha: f64,
+    /// A change within ± this many percent counts as none.
+    pub margin_pct: f64,
+}
+
+/// A change within ± this many percent counts as none unless the user says otherwise.
+pub const DEFAULT_MARGIN_PCT: f64 = 5.0;
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            force: false,
+            gate: None,
+            paired: false,
+            alpha: 1.0 - stats::CONFIDENCE,
+            margin_pct: DEFAULT_MARGIN_PCT,
+        }
+    }
 }
 
 /// Why there is no comparison.
@@ -41,6 +67,8 @@ pub enum CompareError {
     Workload(Vec<FingerprintChange>),
     /// A side has no file.
     EmptySide(&'static str),
+    /// The gate names a metric that is not there, or a maximum.
+    Gate(String),
 }
 
 impl fmt::Display for CompareError {
@@ -60,6 +88,7 @@ impl fmt::Display for CompareError {
                 )
             }
             CompareError::EmptySide(side) => write!(f, "side {side} has no result file"),
+            CompareError::Gate(problem) => f.write_str(problem),
         }
     }
 }
@@ -264,11 +293,18 @@ pub(crate) fn sum<'a>(hs: impl IntoIterator<Item = &'a Histogram<u64>>) -> Histo
         .expect("a side has a run")
 }
 
+/// Checks a gate for run results before any run is made (`ab`): every metric a run result
+/// can have is allowed, maxima are not.
+pub fn check_run_gate(gate: &[String]) -> Result<(), CompareError> {
+    let names: Vec<String> = metrics().iter().map(|m| m.name.to_owned()).collect();
+    gate::resolve(&names, Some(gate), None).map(|_| ())
+}
+
 /// Compares side B against side A.
 pub fn compare(
     a: &Side,
     b: &Side,
-    options: Options,
+    options: &Options,
     provenance: Provenance,
 ) -> Result<CompareResult, CompareError> {
     check_sides(a.len(), b.len())?;
@@ -288,22 +324,26 @@ pub fn compare(
     if !workload.is_empty() {
         notes.push("different workloads compared because --force was given".to_owned());
     }
-    let repeats = a.len() >= 2 && b.len() >= 2;
-    if !repeats {
+    let runs = a.len().min(b.len());
+    if runs < MIN_RUNS {
         notes.push(format!(
-            "{} run(s) on side A and {} on side B: the intervals come from a block bootstrap \
-             over the buffers, which cannot see how much runs differ from each other; this is \
-             weak evidence, so repeat each side (xrunlab ab does) for a verdict that holds",
+            "{} run(s) on side A and {} on side B: not enough runs, the test needs {MIN_RUNS} a \
+             side to see how much runs differ from each other; the intervals shown come from a \
+             block bootstrap over the buffers and get no verdict (xrunlab ab repeats each side)",
             a.len(),
             b.len()
         ));
     }
+    let present: Vec<Metric> = metrics()
+        .into_iter()
+        .filter(|m| ra.iter().chain(&rb).all(|r| (m.present)(&r.summary)))
+        .collect();
+    let names: Vec<String> = present.iter().map(|m| m.name.to_owned()).collect();
+    let plan = GatePlan::new(&names, options, Some(gate::RUN_DEFAULT))?;
     let mut rng = StdRng::seed_from_u64(SEED);
     let mut out = Vec::new();
-    for m in metrics() {
-        if !ra.iter().chain(&rb).all(|r| (m.present)(&r.summary)) {
-            continue;
-        }
+    for m in present {
+        let how = plan.how(m.name);
         let va: Vec<f64> = ra.iter().map(|r| (m.value)(&r.summary)).collect();
         let vb: Vec<f64> = rb.iter().map(|r| (m.value)(&r.summary)).collect();
         if let Some(found) = m.events.and_then(|e| {
@@ -313,6 +353,7 @@ pub fn compare(
                 (va.clone(), vb.clone()),
                 pooled(&ra, e),
                 pooled(&rb, e),
+                how,
             )
         }) {
             out.push(found);
@@ -329,7 +370,7 @@ pub fn compare(
             b: vb,
             quantile: hists.as_ref().map(|(ha, hb, q)| (ha, hb, *q)),
         };
-        out.push(judge(f, repeats, &mut rng));
+        out.push(judge(f, how, &mut rng));
     }
     let distributions = [
         ("load", Source::Load, Scale::Percent),
@@ -354,6 +395,7 @@ pub fn compare(
         notes,
         metrics: out,
         distributions,
+        gate: plan,
     };
     Ok(result_of(provenance, &machines(a), &machines(b), found))
 }
@@ -401,6 +443,8 @@ pub(crate) struct Found {
     pub metrics: Vec<MetricComparison>,
     /// The distributions to overlay.
     pub distributions: Vec<SideDistribution>,
+    /// How the metrics were judged.
+    pub gate: GatePlan,
 }
 
 /// The compare result of `found` between sides A and B, given each side's files and the
@@ -424,6 +468,9 @@ pub(crate) fn result_of(
         fingerprint_diff: fingerprint_diff_of(&pa, &pb),
         workload_diff: found.workload,
         confidence: stats::CONFIDENCE,
+        gate: found.gate.gated.clone(),
+        gate_confidence: Some(1.0 - found.gate.alpha_each),
+        margin_pct: Some(found.gate.margin_pct),
         notes: found.notes,
         machines: machine_rows_of(&ma, &mb, &found.metrics),
         metrics: found.metrics,
@@ -498,22 +545,14 @@ pub(crate) fn machine_rows_of(
         .collect()
 }
 
-/// The metrics whose verdict holds over the whole table: their chance passes Holm's
-/// correction over every metric that has one ([`stats::holm`]), so identical sides show a
-/// difference anywhere in the table by chance in at most 1 − [`stats::CONFIDENCE`] of A/Bs.
-/// Each metric's own verdict is tested alone, at 5 %; a dozen of them would otherwise call
-/// some difference on identical sides in about one A/B of four.
-pub fn held_over_table(result: &CompareResult) -> Vec<&MetricComparison> {
-    let tested: Vec<&MetricComparison> = result
+/// The gated metrics with a verdict of better or worse: their intervals hold together at the
+/// result's confidence (Bonferroni over the gate), so identical sides show a difference among
+/// them by chance in at most 1 − [`stats::CONFIDENCE`] of comparisons (less at a sequential
+/// A/B's look, which takes its share of that).
+pub fn gate_verdicts(result: &CompareResult) -> Vec<&MetricComparison> {
+    result
         .metrics
         .iter()
-        .filter(|m| m.p_value.is_some())
-        .collect();
-    let p: Vec<f64> = tested.iter().filter_map(|m| m.p_value).collect();
-    tested
-        .into_iter()
-        .zip(stats::holm(&p))
-        .filter(|(m, held)| *held && m.verdict != Verdict::NoDifference)
-        .map(|(m, _)| m)
+        .filter(|m| m.gated && matches!(m.verdict, Verdict::Better | Verdict::Worse))
         .collect()
 }

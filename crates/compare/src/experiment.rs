@@ -6,7 +6,8 @@
 
 use crate::analyse::{check_sides, decoded_sum, result_of, CompareError, Found, Options, SEED};
 use crate::diff::workload_diff_of;
-use crate::judge::{judge, judge_rate, value_at, Figures};
+use crate::gate::Plan as GatePlan;
+use crate::judge::{judge, judge_rate, value_at, Figures, MIN_RUNS};
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -235,7 +236,7 @@ fn workload_of(e: &Experiment) -> Params {
 pub fn compare_experiments(
     a: &ExperimentSide,
     b: &ExperimentSide,
-    options: Options,
+    options: &Options,
     provenance: Provenance,
 ) -> Result<CompareResult, CompareError> {
     check_sides(a.len(), b.len())?;
@@ -263,13 +264,12 @@ pub fn compare_experiments(
     if a.iter().chain(b).any(|(_, e)| e.incomplete()) {
         notes.push("some results were stopped before every point was measured".to_owned());
     }
-    let repeats = a.len() >= 2 && b.len() >= 2;
-    if !repeats {
+    if a.len().min(b.len()) < MIN_RUNS {
         notes.push(format!(
-            "{} result(s) on side A and {} on side B: the intervals come from a block \
-             bootstrap over each point's histogram, which cannot see how much results differ \
-             from each other, and figures without a histogram get no verdict; this is weak \
-             evidence, so repeat each side",
+            "{} result(s) on side A and {} on side B: not enough runs, the test needs \
+             {MIN_RUNS} a side to see how much results differ from each other; the intervals \
+             shown come from a block bootstrap over each point's histogram and get no verdict, \
+             so repeat each side",
             a.len(),
             b.len()
         ));
@@ -296,9 +296,12 @@ pub fn compare_experiments(
             .flatten()
             .map(|h| (h, scale))
     };
+    let kept_names: Vec<String> = kept.iter().map(|n| (*n).to_owned()).collect();
+    let plan = GatePlan::new(&kept_names, options, None)?;
     let mut rng = StdRng::seed_from_u64(SEED);
     let mut metrics = Vec::new();
     for name in kept {
+        let how = plan.how(name);
         let (sa, sb) = (samples_named(&fa, name), samples_named(&fb, name));
         let first = sa[0];
         let va: Vec<f64> = sa.iter().map(|s| s.value).collect();
@@ -308,10 +311,9 @@ pub fn compare_experiments(
                 .map(|s| s.events)
                 .try_fold((0, 0.0), |(n, h), e| e.map(|(dn, dh)| (n + dn, h + dh)))
         };
-        if let Some(found) = pooled(&sa)
-            .zip(pooled(&sb))
-            .and_then(|(ea, eb)| judge_rate(name, &first.unit, (va.clone(), vb.clone()), ea, eb))
-        {
+        if let Some(found) = pooled(&sa).zip(pooled(&sb)).and_then(|(ea, eb)| {
+            judge_rate(name, &first.unit, (va.clone(), vb.clone()), ea, eb, how)
+        }) {
             metrics.push(found);
             continue;
         }
@@ -328,7 +330,7 @@ pub fn compare_experiments(
             b: vb,
             quantile: hists.as_ref().map(|(ha, hb, q)| (ha, hb, *q)),
         };
-        metrics.push(judge(f, repeats, &mut rng));
+        metrics.push(judge(f, how, &mut rng));
     }
     let distributions = fa[0]
         .distributions
@@ -353,6 +355,7 @@ pub fn compare_experiments(
         notes,
         metrics,
         distributions,
+        gate: plan,
     };
     Ok(result_of(provenance, &machines(a), &machines(b), found))
 }

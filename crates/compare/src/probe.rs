@@ -7,7 +7,8 @@ use crate::analyse::{
     check_sides, decoded_sum, result_of, sum, CompareError, Found, Options, SEED,
 };
 use crate::diff::diff_fields;
-use crate::judge::{judge, value_at, Figures};
+use crate::gate::{self, Plan as GatePlan};
+use crate::judge::{judge, value_at, Figures, MIN_RUNS};
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -49,7 +50,7 @@ fn merged_threads(path: &std::path::Path, f: &WakeupFile) -> Result<Histogram<u6
 pub fn compare_probes(
     a: &ProbeSide,
     b: &ProbeSide,
-    options: Options,
+    options: &Options,
     provenance: Provenance,
 ) -> Result<CompareResult, CompareError> {
     check_sides(a.len(), b.len())?;
@@ -83,25 +84,27 @@ pub fn compare_probes(
     if a.iter().chain(b).any(|(_, f)| f.incomplete) {
         notes.push("some probes were stopped before every loop ran".to_owned());
     }
-    let repeats = a.len() >= 2 && b.len() >= 2;
-    if !repeats {
+    if a.len().min(b.len()) < MIN_RUNS {
         notes.push(format!(
-            "{} probe(s) on side A and {} on side B: the intervals come from a block bootstrap \
-             over the wake-ups, which cannot see how much probes differ from each other; this \
-             is weak evidence, so repeat each side",
+            "{} probe(s) on side A and {} on side B: not enough runs, the test needs \
+             {MIN_RUNS} a side to see how much probes differ from each other; the intervals \
+             shown come from a block bootstrap over the wake-ups and get no verdict",
             a.len(),
             b.len()
         ));
     }
-    let (ma, mb) = (sum(&ha), sum(&hb));
-    let mut rng = StdRng::seed_from_u64(SEED);
-    let mut metrics = Vec::new();
-    for (name, q) in [
+    const QUANTILES: [(&str, Option<f64>); 4] = [
         ("wake-up p50", Some(0.5)),
         ("wake-up p99", Some(0.99)),
         ("wake-up p99.9", Some(0.999)),
         ("wake-up max", None),
-    ] {
+    ];
+    let names: Vec<String> = QUANTILES.iter().map(|(n, _)| (*n).to_owned()).collect();
+    let plan = GatePlan::new(&names, options, Some(gate::PROBE_DEFAULT))?;
+    let (ma, mb) = (sum(&ha), sum(&hb));
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut metrics = Vec::new();
+    for (name, q) in QUANTILES {
         let f = Figures {
             name: name.to_owned(),
             unit: "us".to_owned(),
@@ -110,7 +113,7 @@ pub fn compare_probes(
             b: hb.iter().map(|h| value_at(h, q, Scale::Micros)).collect(),
             quantile: q.map(|q| (&ma, &mb, q)),
         };
-        metrics.push(judge(f, repeats, &mut rng));
+        metrics.push(judge(f, plan.how(name), &mut rng));
     }
     let machines = |side: &ProbeSide| -> Vec<(PathBuf, Fingerprint)> {
         side.iter()
@@ -126,6 +129,7 @@ pub fn compare_probes(
             a: EncodedHistogram::of(&ma, Scale::Micros),
             b: EncodedHistogram::of(&mb, Scale::Micros),
         }],
+        gate: plan,
     };
     Ok(result_of(provenance, &machines(a), &machines(b), found))
 }

@@ -1,7 +1,7 @@
-//! Pure statistics for comparing two sides: a permutation test and a bootstrap interval over
-//! runs (several repeats per side), a block bootstrap over two histograms (one run per
-//! side), and an exact conditional binomial test with its Clopper-Pearson interval for event
-//! counts over exposure time (dropouts per hour). Every resampling function takes its seeded
+//! Pure statistics for comparing two sides (the t-tests over runs are in `ttest`): a block
+//! bootstrap over two histograms (the interval shown for one or two runs a side), and an
+//! exact conditional binomial test with its Clopper-Pearson interval for event counts over
+//! exposure time (dropouts per hour). Every resampling function takes its seeded
 //! RNG, so results are reproducible; the rate test is exact and needs none. Main thread.
 
 use hdrhistogram::Histogram;
@@ -13,9 +13,6 @@ pub const CONFIDENCE: f64 = 0.95;
 
 /// Resamples drawn for an interval.
 pub const BOOTSTRAP_ROUNDS: usize = 2000;
-
-/// Random permutations drawn when there are too many to enumerate.
-pub const PERMUTATION_ROUNDS: usize = 5000;
 
 /// Buffers per block in the one-run bootstrap: neighbouring buffers share a CPU state, so they
 /// are counted as one observation per this many (see [`histogram_change`]).
@@ -47,70 +44,6 @@ fn quantile(v: &mut [f64], q: f64) -> f64 {
 /// B − A relative to A, as a percentage of A; `None` when A is 0.
 pub fn change_pct(a: f64, b: f64) -> Option<f64> {
     (a != 0.0).then(|| (b - a) / a * 100.0)
-}
-
-/// Two-sided exact Mann-Whitney test of `a` against `b` by permutation: the chance that
-/// relabelling the runs at random moves the rank statistic U at least as far from its middle.
-/// Ranks, not values, so one wild run cannot carry the verdict. Enumerates every relabelling
-/// when there are at most [`PERMUTATION_ROUNDS`], else draws that many.
-pub fn permutation_p(a: &[f64], b: &[f64], rng: &mut StdRng) -> f64 {
-    let all: Vec<f64> = a.iter().chain(b).copied().collect();
-    let (n, k) = (all.len(), a.len());
-    let middle = (k * (n - k)) as f64 / 2.0;
-    // U: pairs where the A-labelled value is below the B-labelled one, ties counting half.
-    let distance = |mask: &[bool]| {
-        let mut u = 0.0;
-        for (i, x) in all.iter().enumerate().filter(|(i, _)| mask[*i]) {
-            for (_, y) in all.iter().enumerate().filter(|(j, _)| !mask[*j] && *j != i) {
-                u += match x.total_cmp(y) {
-                    std::cmp::Ordering::Less => 1.0,
-                    std::cmp::Ordering::Equal => 0.5,
-                    std::cmp::Ordering::Greater => 0.0,
-                };
-            }
-        }
-        (u - middle).abs()
-    };
-    let observed_mask: Vec<bool> = (0..n).map(|i| i < k).collect();
-    let observed = distance(&observed_mask);
-    let extreme = |mask: &[bool]| distance(mask) >= observed - 1e-9;
-    if binomial(n, k) <= PERMUTATION_ROUNDS as f64 {
-        let (mut hits, mut total) = (0u64, 0u64);
-        let mut mask = vec![false; n];
-        for_each_subset(n, k, &mut |set| {
-            mask.iter_mut().for_each(|m| *m = false);
-            set.iter().for_each(|&i| mask[i] = true);
-            hits += u64::from(extreme(&mask));
-            total += 1;
-        });
-        return hits as f64 / total as f64;
-    }
-    let mut index: Vec<usize> = (0..n).collect();
-    let mut hits = 0usize;
-    let mut mask = vec![false; n];
-    for _ in 0..PERMUTATION_ROUNDS {
-        shuffle(&mut index, rng);
-        mask.iter_mut().for_each(|m| *m = false);
-        index[..k].iter().for_each(|&i| mask[i] = true);
-        hits += usize::from(extreme(&mask));
-    }
-    // The observed labelling counts as one of the permutations, so p is never 0.
-    (hits + 1) as f64 / (PERMUTATION_ROUNDS + 1) as f64
-}
-
-/// Percentile-bootstrap interval ([`CONFIDENCE`]) of the change of medians in percent of A,
-/// resampling each side's runs; `None` when A's resampled median can be 0.
-pub fn runs_change_interval(a: &[f64], b: &[f64], rng: &mut StdRng) -> Option<[f64; 2]> {
-    let mut changes = Vec::with_capacity(BOOTSTRAP_ROUNDS);
-    let (mut xa, mut xb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
-    for _ in 0..BOOTSTRAP_ROUNDS {
-        xa.iter_mut()
-            .for_each(|x| *x = a[rng.random_range(0..a.len())]);
-        xb.iter_mut()
-            .for_each(|x| *x = b[rng.random_range(0..b.len())]);
-        changes.push(change_pct(median(&xa), median(&xb))?);
-    }
-    Some(interval(&mut changes))
 }
 
 fn interval(changes: &mut [f64]) -> [f64; 2] {
@@ -168,41 +101,6 @@ fn normal(rng: &mut StdRng) -> f64 {
     let u1: f64 = 1.0 - rng.random::<f64>();
     let u2: f64 = rng.random();
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-}
-
-fn shuffle(v: &mut [usize], rng: &mut StdRng) {
-    use rand::seq::SliceRandom;
-    v.shuffle(rng);
-}
-
-fn binomial(n: usize, k: usize) -> f64 {
-    (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
-}
-
-/// Calls `f` with every `k`-subset of `0..n` (indices ascending).
-fn for_each_subset(n: usize, k: usize, f: &mut impl FnMut(&[usize])) {
-    fn go(start: usize, n: usize, k: usize, set: &mut Vec<usize>, f: &mut impl FnMut(&[usize])) {
-        if set.len() == k {
-            f(set);
-            return;
-        }
-        for i in start..n {
-            if n - i < k - set.len() {
-                break;
-            }
-            set.push(i);
-            go(i + 1, n, k, set, f);
-            set.pop();
-        }
-    }
-    go(0, n, k, &mut Vec::with_capacity(k), f);
-}
-
-/// The verdict rule shared by both methods: a change only when the chance under noise is
-/// below 1 − [`CONFIDENCE`] and the interval leaves out zero; lower is better for every metric.
-pub fn verdict_of(interval_pct: [f64; 2], p_value: f64) -> Option<bool> {
-    let shown = p_value < 1.0 - CONFIDENCE && (interval_pct[0] > 0.0 || interval_pct[1] < 0.0);
-    shown.then_some(interval_pct[0] > 0.0)
 }
 
 /// What the exact rate test found for two event counts over their exposure times.
@@ -300,30 +198,19 @@ pub fn binomial_cdf(k: u64, n: u64, p: f64) -> f64 {
     sum.min(1.0)
 }
 
-/// Holm's step-down correction: which of `p_values` stay significant when the chance of any
-/// false finding over all of them together is held at 1 − [`CONFIDENCE`]. The smallest p must
-/// be below α/m, the next below α/(m−1), and so on, stopping at the first that is not.
-pub fn holm(p_values: &[f64]) -> Vec<bool> {
-    let alpha = 1.0 - CONFIDENCE;
-    let mut order: Vec<usize> = (0..p_values.len()).collect();
-    order.sort_by(|&i, &j| p_values[i].total_cmp(&p_values[j]));
-    let mut held = vec![false; p_values.len()];
-    let m = p_values.len();
-    for (rank, &i) in order.iter().enumerate() {
-        if p_values[i] > alpha / (m - rank) as f64 {
-            break;
-        }
-        held[i] = true;
-    }
-    held
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::SeedableRng;
 
     const TRIALS: u64 = 200;
+
+    /// The one-run bootstrap's calibration: a change only when the chance under noise is
+    /// below 1 − [`CONFIDENCE`] and the interval leaves out zero.
+    fn verdict_of(interval_pct: [f64; 2], p_value: f64) -> Option<bool> {
+        let shown = p_value < 1.0 - CONFIDENCE && (interval_pct[0] > 0.0 || interval_pct[1] < 0.0);
+        shown.then_some(interval_pct[0] > 0.0)
+    }
 
     /// Log-normal draws around `median` with shape `sigma` (latency-like: long right tail).
     fn lognormal(rng: &mut StdRng, median: f64, sigma: f64) -> f64 {
@@ -339,12 +226,6 @@ mod tests {
         h
     }
 
-    /// A run's p50: runs differ from each other by more than the buffers within one do
-    /// (the machine's state moves between runs), as on a shared machine.
-    fn run_p50(rng: &mut StdRng, median: f64) -> f64 {
-        lognormal(rng, median, 0.05)
-    }
-
     fn verdicts(mut trial: impl FnMut(&mut StdRng) -> Option<bool>) -> (u64, u64, u64) {
         let (mut better, mut worse, mut none) = (0, 0, 0);
         for seed in 0..TRIALS {
@@ -358,36 +239,11 @@ mod tests {
         (better, worse, none)
     }
 
-    fn runs_trial(rng: &mut StdRng, shift: f64) -> Option<bool> {
-        let a: Vec<f64> = (0..8).map(|_| run_p50(rng, 100.0)).collect();
-        let b: Vec<f64> = (0..8).map(|_| run_p50(rng, 100.0 * shift)).collect();
-        let p = permutation_p(&a, &b, rng);
-        verdict_of(runs_change_interval(&a, &b, rng)?, p)
-    }
-
     fn histogram_trial(rng: &mut StdRng, shift: f64) -> Option<bool> {
         let a = run_histogram(rng, 100.0, 20_000);
         let b = run_histogram(rng, 100.0 * shift, 20_000);
         let c = histogram_change(&a, &b, 0.5, rng)?;
         verdict_of(c.interval_pct, c.p_value)
-    }
-
-    #[test]
-    fn runs_from_one_distribution_show_no_difference_in_at_least_90_percent_of_trials() {
-        let (_, _, none) = verdicts(|rng| runs_trial(rng, 1.0));
-        assert!(
-            none >= TRIALS * 9 / 10,
-            "no difference in {none} of {TRIALS}"
-        );
-    }
-
-    #[test]
-    fn a_ten_percent_median_shift_between_runs_is_found_in_at_least_90_percent_of_trials() {
-        let (better, worse, _) = verdicts(|rng| runs_trial(rng, 1.10));
-        assert!(worse >= TRIALS * 9 / 10, "worse in {worse} of {TRIALS}");
-        assert_eq!(better, 0, "never the wrong way");
-        let (better, _, _) = verdicts(|rng| runs_trial(rng, 0.90));
-        assert!(better >= TRIALS * 9 / 10, "better in {better} of {TRIALS}");
     }
 
     #[test]
@@ -407,12 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn small_sets_are_enumerated_exactly() {
-        let mut rng = StdRng::seed_from_u64(1);
-        // 4 against 4, fully separated: 2 of the 70 labellings are as extreme (the exact
-        // Mann-Whitney two-sided p).
-        let p = permutation_p(&[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0], &mut rng);
-        assert!((p - 2.0 / 70.0).abs() < 1e-12, "{p}");
+    fn medians_and_changes() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert_eq!(change_pct(0.0, 1.0), None);
@@ -420,16 +271,6 @@ mod tests {
         assert_eq!(verdict_of([-5.0, -1.0], 0.01), Some(false));
         assert_eq!(verdict_of([-1.0, 5.0], 0.01), None);
         assert_eq!(verdict_of([1.0, 5.0], 0.2), None);
-    }
-
-    #[test]
-    fn holm_holds_the_chance_over_the_whole_family() {
-        // 0.01 ≤ 0.05/4 is held; 0.02 > 0.05/3 stops the steps, so 0.04 is not held either.
-        assert_eq!(holm(&[0.3, 0.01, 0.02, 0.04]), [false, true, false, false]);
-        assert_eq!(holm(&[0.3, 0.01, 0.015, 0.04]), [false, true, true, false]);
-        assert_eq!(holm(&[0.029, 0.029]), [false, false]);
-        assert_eq!(holm(&[0.002; 12]), [true; 12]);
-        assert!(holm(&[]).is_empty());
     }
 
     #[test]

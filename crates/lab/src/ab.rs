@@ -23,11 +23,6 @@ pub const WARMUP: Duration = Duration::from_millis(250);
 /// How often the runner drains the engine's record rings.
 const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 
-/// Runs a side needs before the exact Mann-Whitney test over runs can show a difference at
-/// 95 %: with n runs a side its smallest two-sided chance is 2 / C(2n, n), i.e. 1/3, 1/10 and
-/// 1/35 for 2, 3 and 4 runs, so below 4 no verdict other than "no difference" can come out.
-pub const MIN_ROUNDS_FOR_VERDICT: usize = 4;
-
 /// One of the two sides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Side {
@@ -188,16 +183,18 @@ struct Measured {
     device_ended: Option<String>,
 }
 
-/// Runs the A/B: `plan.rounds` rounds of A then B, each run written to `plan.dir` as soon as
-/// it ends. `say` receives a line per finished run. A stop signal (polled through `ctx`) ends
-/// the A/B after writing the run it interrupted; a run that fails ends it with an error, the
-/// runs before it kept on disk.
+/// Runs the A/B: up to `plan.rounds` rounds of A then B, each run written to `plan.dir` as
+/// soon as it ends. `say` receives a line per finished run; `after_round` is called with the
+/// round and the runs so far after each round, and ends the A/B by returning true (a
+/// sequential A/B's stopping rule). A stop signal (polled through `ctx`) ends the A/B after
+/// writing the run it interrupted; a run that fails ends it with an error, the runs before it
+/// kept on disk.
 pub fn run<'a>(
     ctx: &Ctx,
     plan: &Plan,
-    a: &mut Arm<'a>,
-    b: &mut Arm<'a>,
+    (a, b): (&mut Arm<'a>, &mut Arm<'a>),
     say: &mut dyn FnMut(&str),
+    after_round: &mut dyn FnMut(usize, &Runs) -> bool,
 ) -> Result<Runs, LabError> {
     let per_run = (plan.warmup + plan.duration).as_millis() as u64;
     start_progress(ctx, per_run * 2 * plan.rounds as u64, "ab");
@@ -261,6 +258,9 @@ pub fn run<'a>(
                 Side::A => runs.a.push((path, file)),
                 Side::B => runs.b.push((path, file)),
             }
+        }
+        if after_round(round, &runs) {
+            break;
         }
     }
     ctx.progress.finish_and_clear();
@@ -484,14 +484,19 @@ mod tests {
         let never = || false;
         let ctx = Ctx::silent(&never);
         let mut lines = Vec::new();
+        let mut rounds_seen = Vec::new();
         let runs = run(
             &ctx,
             &plan,
-            &mut arm("", 1),
-            &mut arm("--kernel-slowdown 2", 2),
+            (&mut arm("", 1), &mut arm("--kernel-slowdown 2", 2)),
             &mut |l| lines.push(l.to_owned()),
+            &mut |round, runs| {
+                rounds_seen.push((round, runs.a.len(), runs.b.len()));
+                false
+            },
         )
         .unwrap();
+        assert_eq!(rounds_seen, [(1, 1, 1), (2, 2, 2)]);
         assert_eq!((runs.a.len(), runs.b.len()), (2, 2));
         let order: Vec<String> = lines.iter().map(|l| l[..9].to_owned()).collect();
         assert_eq!(order, ["round 1/2", "round 1/2", "round 2/2", "round 2/2"]);
@@ -517,6 +522,32 @@ mod tests {
     }
 
     #[test]
+    fn the_stopping_rule_ends_the_ab_after_the_round_it_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = Plan {
+            rounds: 5,
+            duration: Duration::from_millis(100),
+            warmup: Duration::from_millis(20),
+            dir: dir.path().to_path_buf(),
+            version: "test".into(),
+        };
+        let never = || false;
+        let ctx = Ctx::silent(&never);
+        let (mut a, mut b) = (arm("", 1), arm("", 1));
+        let runs = run(
+            &ctx,
+            &plan,
+            (&mut a, &mut b),
+            &mut |_| {},
+            &mut |round, _| round == 2,
+        )
+        .unwrap();
+        assert_eq!((runs.a.len(), runs.b.len()), (2, 2));
+        assert!(runs.interrupted.is_none());
+        assert!(!dir.path().join("a-3.json").exists());
+    }
+
+    #[test]
     fn a_stop_keeps_the_interrupted_run_on_disk_and_out_of_the_comparison() {
         let dir = tempfile::tempdir().unwrap();
         let plan = Plan {
@@ -530,7 +561,11 @@ mod tests {
         // Stops during round 1's B run (A takes about 420 ms).
         let stop = move || start.elapsed() > Duration::from_millis(600);
         let ctx = Ctx::silent(&stop);
-        let runs = run(&ctx, &plan, &mut arm("", 1), &mut arm("", 1), &mut |_| {}).unwrap();
+        let (mut a, mut b) = (arm("", 1), arm("", 1));
+        let runs = run(&ctx, &plan, (&mut a, &mut b), &mut |_| {}, &mut |_, _| {
+            false
+        })
+        .unwrap();
         assert_eq!((runs.a.len(), runs.b.len()), (1, 0));
         assert_eq!(runs.partial, [dir.path().join("b-1.json")]);
         assert!(runs.interrupted.unwrap().contains("round 1 of 3, side B"));

@@ -30,16 +30,32 @@ pub enum Verdict {
     Better,
     /// B is worse (the other way) and the interval excludes zero.
     Worse,
-    /// The interval includes zero.
+    /// The interval lies within ± [`CompareResult::margin_pct`]: whatever the change is, it is
+    /// smaller than that (files written before the margin: the interval includes zero).
     NoDifference,
+    /// Tested, but the interval is too wide to tell a change from none: it includes zero and
+    /// reaches beyond the margin. More runs would decide.
+    Undecided,
+    /// Fewer runs a side than the test needs ([`MetricComparison::runs_needed`]): the interval
+    /// is shown, never a verdict, because the run-to-run spread is unknown.
+    NotEnoughRuns,
+    /// Not judged: an extreme (a maximum), a metric outside the gate
+    /// ([`MetricComparison::gated`]), or figures a test on logs cannot take (a zero).
+    NotJudged,
 }
 
 /// Which test produced a metric's interval and chance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
-    /// Several runs per side: a permutation test over the runs' values and a bootstrap of the
-    /// runs for the interval.
+    /// Several runs per side: Welch's t-test on the logs of the runs' figures (it uses the
+    /// spread between runs, and its interval is of the ratio of the geometric means).
+    WelchTOnLogs,
+    /// The rounds of an A/B (A then B, interleaved): the paired t-test on the logs of each
+    /// round's ratio B/A, so a drift of the machine that both runs of a round share cancels.
+    PairedTOnLogRatios,
+    /// Several runs per side (files written before the t-tests): a permutation test over the
+    /// runs' values and a bootstrap of the runs for the interval.
     PermutationOverRuns,
     /// One run per side: a block bootstrap over the runs' histograms (weak evidence: it cannot
     /// see run-to-run variation).
@@ -85,6 +101,13 @@ pub struct MetricComparison {
     /// change): its lower end, B's change in percent of A is at least this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub change_at_least_pct: Option<f64>,
+    /// The metric is in the gate: it gets a verdict, at the gate's level
+    /// ([`CompareResult::gate_confidence`]), and `--fail-if-worse` looks at it.
+    #[serde(default)]
+    pub gated: bool,
+    /// With [`Verdict::NotEnoughRuns`]: the runs a side the test needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs_needed: Option<usize>,
 }
 
 impl MetricComparison {
@@ -161,6 +184,16 @@ pub struct CompareResult {
     pub workload_diff: Vec<FingerprintChange>,
     /// Confidence of the intervals (0.95).
     pub confidence: f64,
+    /// The gated metrics' names: the only ones that get a verdict.
+    #[serde(default)]
+    pub gate: Vec<String>,
+    /// Confidence of each gated metric's interval: the gated metrics' intervals hold together
+    /// at [`CompareResult::confidence`] (Bonferroni), less at an early look of a sequential A/B.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_confidence: Option<f64>,
+    /// A change within ± this many percent counts as none ([`Verdict::NoDifference`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin_pct: Option<f64>,
     /// Notes on the evidence (one run per side, forced workloads...).
     pub notes: Vec<String>,
     /// The metrics.
