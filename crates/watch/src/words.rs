@@ -3,6 +3,7 @@
 
 use crate::card::{Card, Case};
 use crate::mapping::Confidence;
+use xrunlab_sys::printable;
 
 /// A duration given in µs, in the unit that keeps its digits: `12 µs`, `0.35 ms`, `5.31 ms`.
 pub fn dur(us: f64) -> String {
@@ -37,9 +38,10 @@ pub fn verdict(card: &Card) -> String {
             x.number, x.cycle
         );
     };
+    // Names come from the server's clients and the kernel: escaped for the terminal.
     let who = match card.mapping.as_ref().and_then(|m| m.pid) {
-        Some(pid) => format!("\"{}\" (pid {pid})", node.name),
-        None => format!("\"{}\"", node.name),
+        Some(pid) => format!("\"{}\" (pid {pid})", printable(&node.name)),
+        None => format!("\"{}\"", printable(&node.name)),
     };
     let median = |m: Option<u64>| {
         m.map(|m| format!(", median {}", ms(m as f64 / 1000.0)))
@@ -71,7 +73,7 @@ pub fn verdict(card: &Card) -> String {
                 } else {
                     "behind"
                 },
-                c.name,
+                printable(&c.name),
                 c.cpu,
                 c.pid.map(|p| format!("pid {p}, ")).unwrap_or_default(),
                 if c.policy.is_empty() {
@@ -85,7 +87,7 @@ pub fn verdict(card: &Card) -> String {
                 format!(
                     "; kernel: {} {} on CPU{}, {}",
                     c.kind,
-                    c.name,
+                    printable(&c.name),
                     c.cpu,
                     ms(c.us)
                 )
