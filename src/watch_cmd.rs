@@ -17,6 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use xrunlab_results::watch::{KernelNote, WatchResult, SCHEMA};
 use xrunlab_results::write::PartialFile;
+use xrunlab_sys::printable;
 use xrunlab_sys::provenance::Provenance;
 use xrunlab_trace::blame::LEAD_IN_NS;
 use xrunlab_trace::perfetto::KERNEL_PID;
@@ -522,8 +523,9 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
             Some(SourceEvent::ServerXrun(at)) => st.jack_xruns.push_back(at),
             Some(SourceEvent::Gap(n)) => st.gaps += n,
             Some(SourceEvent::Note(s)) => match out.view.as_mut() {
-                Some(v) => v.log(format!("note: {s}")),
-                None => eprintln!("note: {s}"),
+                // A note can quote a client's name.
+                Some(v) => v.log(format!("note: {}", printable(&s))),
+                None => eprintln!("note: {}", printable(&s)),
             },
             Some(SourceEvent::Ended(why)) => {
                 server_gone = Some(why.clone());
@@ -845,7 +847,7 @@ fn print_summary(server: &str, elapsed: Duration, s: &Summary, gaps: u64, end_re
     for n in &s.nodes {
         println!(
             "{:<28} {:>7} {:>9} {:>6} {:>6} {:>10} {:>10} {:>10}",
-            n.name,
+            printable(&n.name),
             n.pid.map_or("-".into(), |p| p.to_string()),
             n.cycles,
             n.err_cycles,
@@ -865,7 +867,7 @@ fn print_summary(server: &str, elapsed: Duration, s: &Summary, gaps: u64, end_re
             println!(
                 "  {} {}{pid}: {} xruns, {:.2} ms",
                 c.kind,
-                c.name,
+                printable(&c.name),
                 c.xruns,
                 c.us / 1000.0
             );
