@@ -768,7 +768,10 @@ async fn requests_without_the_token_get_401_saying_where_it_is() {
         );
         // A right token starts the count of wrong ones again, so twenty in this test do not
         // reach the pause after ten in a row (tested on its own below).
-        assert_eq!(send(port, "GET", "/api/status", &[AUTH], "").await.status, 200);
+        assert_eq!(
+            send(port, "GET", "/api/status", &[AUTH], "").await.status,
+            200
+        );
     }
     assert_eq!(
         get_config(port).await,
