@@ -4,6 +4,7 @@ use crate::result::RunResult;
 use std::fmt::Write;
 use xrunlab_engine::explain::trace::{BlameCard, Culprit, CulpritKind, CulpritTotal, Who};
 use xrunlab_engine::explain::Dropout;
+use xrunlab_sys::printable;
 
 /// Verdict lines listed in the summary (all are in the JSON).
 const VERDICTS_SHOWN: usize = 8;
@@ -13,16 +14,17 @@ fn ms(us: f64) -> String {
 }
 
 /// `xrl-hog (pid 4711, SCHED_FIFO 90)`, `notahog (was python3) (pid ...)`, `irq 11 virtio0`,
-/// `softirq NET_RX`.
+/// `softirq NET_RX`. Names come from other programs: their control characters are escaped.
 fn who(who: &Who) -> String {
-    match who.kind {
+    let words = match who.kind {
         CulpritKind::Task => xrunlab_engine::explain::trace::blame::task_words(who),
         CulpritKind::Irq => match who.irq {
             Some(n) => format!("irq {n} {}", who.name),
             None => format!("irq {}", who.name),
         },
         CulpritKind::Softirq => format!("softirq {}", who.name),
-    }
+    };
+    printable(&words).into_owned()
 }
 
 fn culprit(c: &Culprit) -> String {
@@ -34,9 +36,9 @@ fn total(c: &CulpritTotal) -> String {
         // `children of notahog: 9 processes (bash, sleep), SCHED_FIFO 85`
         return format!(
             "{}: {} processes ({}), {}",
-            c.who.name,
+            printable(&c.who.name),
             c.processes,
-            c.who.earlier_names.join(", "),
+            printable(&c.who.earlier_names.join(", ")),
             c.who.policy
         );
     }
@@ -51,7 +53,7 @@ pub fn card_lines(s: &mut String, d: &Dropout, card: &BlameCard) {
         d.seq,
         d.kind,
         ms(d.late_by_us),
-        card.verdict
+        printable(&card.verdict)
     );
     for t in &card.threads {
         let woken = t.woken_at_us.map_or("wake-up not seen".to_owned(), |w| {
@@ -114,7 +116,7 @@ pub fn card_lines(s: &mut String, d: &Dropout, card: &BlameCard) {
                         ms(z.at_us),
                         z.woken_by
                             .as_ref()
-                            .map(|w| format!(", woken by {w}"))
+                            .map(|w| format!(", woken by {}", printable(w)))
                             .unwrap_or_default()
                     )
                 })
@@ -184,7 +186,12 @@ pub fn render(r: &RunResult) -> String {
         );
         let dropouts = r.details.dropouts.as_deref().unwrap_or_default();
         for d in dropouts.iter().take(VERDICTS_SHOWN) {
-            let _ = writeln!(s, "          buffer {:<7} {}", d.seq, d.verdict());
+            let _ = writeln!(
+                s,
+                "          buffer {:<7} {}",
+                d.seq,
+                printable(&d.verdict())
+            );
         }
         if dropouts.len() > VERDICTS_SHOWN {
             let _ = writeln!(
@@ -245,4 +252,36 @@ pub fn render(r: &RunResult) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_culprits_names_reach_the_summary_with_their_control_characters_escaped() {
+        // Any process can set its comm (prctl PR_SET_NAME) to an escape sequence.
+        let w = Who {
+            kind: CulpritKind::Task,
+            name: "\x1b]0;owned\x07hog".into(),
+            pid: Some(4711),
+            tid: Some(4711),
+            irq: None,
+            policy: "SCHED_FIFO 90".into(),
+            earlier_names: vec!["py\u{9b}2J".into()],
+            parent: None,
+        };
+        let text = who(&w);
+        assert_eq!(
+            text,
+            "\\x1b]0;owned\\x07hog (was py\\u{9b}2J) (pid 4711, SCHED_FIFO 90)"
+        );
+        let irq = who(&Who {
+            kind: CulpritKind::Irq,
+            name: "virtio\x1b[2J".into(),
+            irq: Some(11),
+            ..w
+        });
+        assert_eq!(irq, "irq 11 virtio\\x1b[2J");
+    }
 }

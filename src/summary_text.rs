@@ -81,7 +81,12 @@ pub fn render(r: &RunResult) -> String {
     let _ = writeln!(
         s,
         "device    {} ({}), {} Hz, {} frames ({period_ms:.3} ms); driver thread: {}",
-        d.kind, d.name, d.sample_rate, d.buffer_frames, d.driver_thread
+        d.kind,
+        // The device's name can come from the audio server (a JACK server's name).
+        xrunlab_sys::printable(&d.name),
+        d.sample_rate,
+        d.buffer_frames,
+        d.driver_thread
     );
     let w = &r.workload;
     let ch = &w.chord;

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use xrunlab_results::watch::{KernelNote, WatchResult, SCHEMA};
 use xrunlab_results::write::PartialFile;
+use xrunlab_sys::printable;
 use xrunlab_sys::provenance::Provenance;
 use xrunlab_trace::perfetto::KERNEL_PID;
 use xrunlab_trace::{now_ns, PerfettoOptions, PerfettoWriter, Track};
@@ -91,9 +92,10 @@ impl Output {
             match e {
                 WatchEvent::Cycle(c) => self.cycle(&c, watcher.names()),
                 WatchEvent::Card(c, window) => self.card(&c, window.as_ref(), cpus)?,
+                // A note can quote a client's name: escaped for the terminal.
                 WatchEvent::Note(s) => match self.view.as_mut() {
-                    Some(v) => v.log(format!("note: {s}")),
-                    None => eprintln!("note: {s}"),
+                    Some(v) => v.log(format!("note: {}", printable(&s))),
+                    None => eprintln!("note: {}", printable(&s)),
                 },
             }
         }
@@ -413,7 +415,7 @@ fn print_summary(server: &str, elapsed: Duration, s: &Summary, gaps: u64, end_re
     for n in &s.nodes {
         println!(
             "{:<28} {:>7} {:>9} {:>6} {:>6} {:>10} {:>10} {:>10}",
-            n.name,
+            printable(&n.name),
             n.pid.map_or("-".into(), |p| p.to_string()),
             n.cycles,
             n.err_cycles,
@@ -433,7 +435,7 @@ fn print_summary(server: &str, elapsed: Duration, s: &Summary, gaps: u64, end_re
             println!(
                 "  {} {}{pid}: {} xruns, {:.2} ms",
                 c.kind,
-                c.name,
+                printable(&c.name),
                 c.xruns,
                 c.us / 1000.0
             );

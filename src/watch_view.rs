@@ -11,6 +11,7 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table};
 use ratatui::{DefaultTerminal, Frame};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+use xrunlab_sys::printable;
 use xrunlab_watch::{Detector, NodeStatus};
 
 /// xrun lines kept for the view and for printing after it closes: a 24-hour watch stays flat.
@@ -83,9 +84,12 @@ impl Screen {
             .nodes()
             .values()
             .map(|s| {
+                // Both names come from the server's clients: escaped before they reach the screen.
                 let name = match &s.info.app_name {
-                    Some(app) if *app != s.info.name => format!("{} ({app})", s.info.name),
-                    _ => s.info.name.clone(),
+                    Some(app) if *app != s.info.name => {
+                        format!("{} ({})", printable(&s.info.name), printable(app))
+                    }
+                    _ => printable(&s.info.name).into_owned(),
                 };
                 NodeRow {
                     state: state_letter(s.last().map(|t| t.status)),

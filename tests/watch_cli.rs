@@ -721,6 +721,69 @@ fn a_server_that_dies_mid_watch_ends_it_with_a_clear_message_and_what_was_seen_i
 }
 
 #[test]
+#[ignore = "needs pipewire and pipewire-jack (test.sh installs them and runs this with --include-ignored)"]
+fn under_pw_jack_a_jack_server_that_dies_mid_watch_ends_it_with_a_clear_message() {
+    let _turn = take_turn();
+    let mut pw = TestPipeWire::start(256);
+    let _client = start_client({
+        let mut c = pw.pw_jack(&late_client());
+        c.args(["late", "60", "8000", "30"]);
+        c
+    });
+    let dir = scratch("pw-jack-dies");
+    let json = dir.join("watch.json");
+    // `watch --server jack` through PipeWire's libjack, which never calls the shutdown callback.
+    let mut child = Reaped(
+        pw.pw_jack(Path::new(env!("CARGO_BIN_EXE_xrunlab")))
+            .args([
+                "watch",
+                "--server",
+                "jack",
+                "--batch",
+                "--no-kernel",
+                "--json",
+            ])
+            .arg(&json)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("watch starts"),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "watch runs while the server does"
+    );
+    pw.kill();
+    let t0 = std::time::Instant::now();
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "watch still runs 20 s after its server died"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = std::mem::replace(
+        &mut child.0,
+        Command::new("true").spawn().expect("true runs"),
+    )
+    .wait_with_output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stopped running cycles: its clock has not moved for"),
+        "{stderr}"
+    );
+    let summary = read_watch(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
+    assert!(
+        summary.end_reason.contains("stopped running cycles"),
+        "{}",
+        summary.end_reason
+    );
+}
+
+#[test]
 fn sigterm_ends_a_watch_cleanly_with_its_files() {
     let _turn = take_turn();
     let server = TestServer::start("xwatchterm", 256);

@@ -537,3 +537,45 @@ fn a_damaged_journal_is_an_error_that_keeps_it_and_undo_with_apply_is_refused() 
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn undo_refuses_a_forged_journal_that_names_a_file_outside_its_setting() {
+    let dir = fixture("doctor-undo-forged", false);
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "root:x:0:0::/root:/bin/sh\n").unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let p = journal_path(&dir);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    // Whoever can write the fs root can write a journal: it names any file and any value.
+    let j = serde_json::json!({
+        "schema": "xrunlab.doctor-undo/1", "setting": "rt-runtime", "pid": i32::MAX,
+        "start_ticks": 1, "boot_id": boot.trim(),
+        "changes": [{"path": victim, "old": "owned", "new": "-1"}]
+    });
+    std::fs::write(&p, j.to_string()).unwrap();
+    let out = doctor_on(&dir).arg("--undo").output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("refused the undo journal")
+            && stderr.contains("which rt-runtime does not write")
+            && stderr.contains("nothing was written"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "root:x:0:0::/root:/bin/sh\n"
+    );
+    assert!(p.exists(), "the journal is kept for a person to look at");
+
+    // A journal others may write is not read at all.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = doctor_on(&dir).arg("--undo").output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is not trusted: other users may write it (mode 0666)"),
+        "{stderr}"
+    );
+}

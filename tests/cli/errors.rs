@@ -133,7 +133,7 @@ fn bad_values_are_usage_errors_that_say_what_is_allowed() {
 
 #[test]
 fn bad_dashboard_tokens_are_usage_errors_that_say_what_is_allowed() {
-    let allowed = "1 to 256 characters of A-Z a-z 0-9 - . _ ~";
+    let allowed = "16 to 256 characters of A-Z a-z 0-9 - . _ ~";
     let long = "t".repeat(257);
     let cases: &[(&[&str], &[&str])] = &[
         (
@@ -153,11 +153,20 @@ fn bad_dashboard_tokens_are_usage_errors_that_say_what_is_allowed() {
             &["--token", "';'", allowed],
         ),
         (
+            // Guessable: a usage error, not a dashboard that takes it.
+            &["dashboard", "--token", "abc"],
+            &["--token", "3 characters long, too short", allowed],
+        ),
+        (
+            &["dashboard", "--token", "fifteen-chars15"],
+            &["--token", "15 characters long, too short", allowed],
+        ),
+        (
             &["dashboard", "--token", &long],
             &["--token", "257 bytes", allowed],
         ),
         (
-            &["dashboard", "--token", "abc", "--no-token"],
+            &["dashboard", "--token", "sixteen-chars-16", "--no-token"],
             &["--token", "--no-token", "cannot be used with"],
         ),
     ];

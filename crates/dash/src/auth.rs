@@ -1,20 +1,26 @@
 //! The token check in front of every route (run by the server's tokio threads after the same-origin guard): `GET /?token=…` trades the token for a cookie, a request carrying the token as that cookie or as `Authorization: Bearer` passes, anything else gets 401 saying where the token is.
 
 use crate::api::ApiError;
+use crate::backoff::{Backoff, FREE_TRIES, LONGEST_PAUSE};
 use crate::token::{bearer, cookie_values, Token};
+use crate::trace::ConnSocket;
 use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What the check needs: the token (none with `--no-token`) and the server's port.
 pub(crate) struct Gate {
     token: Option<Token>,
     port: u16,
     cookie_name: String,
+    /// Wrong tokens per client address, and the pauses they earned.
+    backoff: Backoff,
 }
 
 impl Gate {
@@ -23,6 +29,7 @@ impl Gate {
             token,
             port,
             cookie_name: cookie_name(port),
+            backoff: Backoff::default(),
         }
     }
 }
@@ -52,6 +59,13 @@ pub(crate) async fn require_token(
     let Some(token) = &gate.token else {
         return next.run(req).await;
     };
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<ConnSocket>>()
+        .map_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED), |c| c.0.peer());
+    if let Some(left) = gate.backoff.paused(peer, Instant::now()) {
+        return slow_down(peer, left);
+    }
     let verdict = judge(
         token,
         &gate.cookie_name,
@@ -60,10 +74,43 @@ pub(crate) async fn require_token(
         req.headers(),
     );
     match verdict {
-        Verdict::Pass => next.run(req).await,
-        Verdict::Exchange => exchange(&gate, token),
-        Verdict::Refuse { wrong } => refuse(&gate, req.uri().path(), wrong),
+        Verdict::Pass => {
+            gate.backoff.right(peer);
+            next.run(req).await
+        }
+        Verdict::Exchange => {
+            gate.backoff.right(peer);
+            exchange(&gate, token)
+        }
+        Verdict::Refuse { wrong } => {
+            if wrong {
+                gate.backoff.wrong(peer, Instant::now());
+            }
+            refuse(&gate, req.uri().path(), wrong)
+        }
     }
+}
+
+/// The 429 of a paused address, saying why and for how long.
+fn slow_down(peer: IpAddr, left: std::time::Duration) -> Response {
+    let seconds = left.as_secs_f64().ceil().max(1.0) as u64;
+    let message = format!(
+        "too many wrong tokens from {peer}: every request from it is refused for {seconds} s more \
+         (after {FREE_TRIES} wrong tokens in a row each further one doubles the pause, up to {} s; \
+         a right token ends it)",
+        LONGEST_PAUSE.as_secs()
+    );
+    let mut response = (
+        StatusCode::TOO_MANY_REQUESTS,
+        Json(ApiError::failed(429, message)),
+    )
+        .into_response();
+    let h = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&seconds.to_string()) {
+        h.insert(header::RETRY_AFTER, v);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
 }
 
 fn judge(token: &Token, cookie: &str, method: &Method, uri: &Uri, headers: &HeaderMap) -> Verdict {

@@ -16,6 +16,7 @@
 pub mod api;
 pub mod assets;
 mod auth;
+mod backoff;
 pub mod guard;
 mod owner;
 mod server;
@@ -199,7 +200,7 @@ fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 /// A dashboard serving on the current tokio runtime (see [`start`]).
 pub struct Running {
     addr: SocketAddr,
-    commands: std::sync::mpsc::Sender<owner::Command>,
+    commands: std::sync::mpsc::SyncSender<owner::Command>,
     owner: Option<std::thread::JoinHandle<owner::Exit>>,
     owner_done: Option<tokio::sync::oneshot::Receiver<()>>,
     server: tokio::task::JoinHandle<()>,
@@ -257,7 +258,9 @@ impl Running {
 
     /// Stops the engine (delivering its last buffers) and the server.
     pub async fn shutdown(mut self) -> Result<(), DashError> {
-        let _ = self.commands.send(owner::Command::Stop);
+        // The queue may be full: wait for room off the server's threads.
+        let commands = self.commands.clone();
+        let _ = tokio::task::spawn_blocking(move || commands.send(owner::Command::Stop)).await;
         let exit = match self.owner.take() {
             Some(h) => tokio::task::spawn_blocking(move || h.join())
                 .await
@@ -350,6 +353,7 @@ pub async fn start(
         policy: Arc::new(guard::OriginPolicy::new(opts.listen, addr.port())),
         gate: Arc::new(auth::Gate::new(token.clone(), addr.port())),
         closing: closing_rx,
+        websockets: Arc::new(tokio::sync::Semaphore::new(server::MAX_WEBSOCKETS)),
     };
     let app = server::router(state);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

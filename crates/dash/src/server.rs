@@ -7,6 +7,7 @@ use crate::guard::OriginPolicy;
 use crate::owner::{Command, Shared};
 use crate::trace;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -18,22 +19,36 @@ use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch, Semaphore};
 
 /// Longest a request waits for the engine thread: a restart or device switch takes a while,
 /// but a wedged engine thread must not hang the page forever.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Commands that may wait for the engine thread at once; past that a request is answered 503
+/// at once instead of queueing (a flood must not grow memory, and the engine thread never
+/// waits for the server either way).
+pub(crate) const COMMAND_QUEUE: usize = 32;
+
+/// Largest request body: the API's bodies are a few hundred bytes of JSON.
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// Pages streaming telemetry at once; another WebSocket is refused with 503.
+pub(crate) const MAX_WEBSOCKETS: usize = 32;
+
 /// What every handler shares.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    pub commands: mpsc::Sender<Command>,
+    /// To the engine thread; bounded ([`COMMAND_QUEUE`]).
+    pub commands: mpsc::SyncSender<Command>,
     pub frames: broadcast::Sender<Utf8Bytes>,
     pub shared: Arc<Shared>,
     pub policy: Arc<OriginPolicy>,
     pub gate: Arc<Gate>,
     /// Becomes true at shutdown, so open WebSockets close instead of holding the server up.
     pub closing: watch::Receiver<bool>,
+    /// One permit per open WebSocket ([`MAX_WEBSOCKETS`]).
+    pub websockets: Arc<Semaphore>,
 }
 
 /// The routes, with the same-origin guard and then the token check in front of all of them.
@@ -53,6 +68,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/ws", get(ws))
         .fallback(not_found)
         .with_state(state)
+        // Every route: a body past this is refused (413) before it is read whole.
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         // The last layer added runs first: a foreign page is refused (403) before any token is
         // looked at.
         .layer(axum::middleware::from_fn_with_state(
@@ -128,10 +145,18 @@ async fn ask<T>(
     make: impl FnOnce(oneshot::Sender<T>) -> Command,
 ) -> Result<T, ApiError> {
     let (tx, rx) = oneshot::channel();
-    state
-        .commands
-        .send(make(tx))
-        .map_err(|_| ApiError::failed(503, "the engine thread has stopped"))?;
+    state.commands.try_send(make(tx)).map_err(|e| match e {
+        mpsc::TrySendError::Full(_) => ApiError::failed(
+            503,
+            format!(
+                "the engine thread is busy: {COMMAND_QUEUE} requests are already waiting for it; \
+                 try again shortly"
+            ),
+        ),
+        mpsc::TrySendError::Disconnected(_) => {
+            ApiError::failed(503, "the engine thread has stopped")
+        }
+    })?;
     match tokio::time::timeout(COMMAND_TIMEOUT, rx).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(_)) => Err(ApiError::failed(
@@ -152,8 +177,17 @@ fn json_or_error(r: Result<Value, ApiError>) -> Response {
     }
 }
 
-fn parse_body(body: &Bytes) -> Result<Value, ApiError> {
-    serde_json::from_slice(body)
+/// The request's JSON body, or why not: too large (413, naming the limit) or not JSON (400).
+fn parse_body(body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+    let body = body.map_err(|e| {
+        ApiError::failed(
+            e.status().as_u16(),
+            format!(
+                "the body could not be read: {e} (at most {MAX_BODY_BYTES} bytes are accepted)"
+            ),
+        )
+    })?;
+    serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("the body is not valid JSON: {e}")))
 }
 
@@ -161,8 +195,11 @@ async fn get_config(State(state): State<AppState>) -> Response {
     json_or_error(ask(&state, Command::GetConfig).await)
 }
 
-async fn put_config(State(state): State<AppState>, body: Bytes) -> Response {
-    let result = match parse_body(&body) {
+async fn put_config(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let result = match parse_body(body) {
         Ok(v) => ask(&state, |tx| Command::PutConfig(v, tx))
             .await
             .and_then(|r| r),
@@ -187,8 +224,8 @@ async fn get_fault(State(state): State<AppState>) -> Response {
     )
 }
 
-async fn put_fault(State(state): State<AppState>, body: Bytes) -> Response {
-    let result = match parse_body(&body) {
+async fn put_fault(State(state): State<AppState>, body: Result<Bytes, BytesRejection>) -> Response {
+    let result = match parse_body(body) {
         Ok(v) => ask(&state, |tx| Command::Fault(v, tx))
             .await
             .and_then(|r| r),
@@ -201,8 +238,11 @@ async fn get_explain(State(state): State<AppState>) -> Response {
     json_or_error(ask(&state, Command::GetExplain).await)
 }
 
-async fn put_explain(State(state): State<AppState>, body: Bytes) -> Response {
-    let result = match parse_body(&body) {
+async fn put_explain(
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let result = match parse_body(body) {
         Ok(v) => ask(&state, |tx| Command::PutExplain(v, tx))
             .await
             .and_then(|r| r),
@@ -318,11 +358,24 @@ async fn get_trace(
 }
 
 async fn ws(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
+    // Held for as long as the stream runs (dropped with the closure if the upgrade fails).
+    let Ok(permit) = state.websockets.clone().try_acquire_owned() else {
+        return error_response(&ApiError::failed(
+            503,
+            format!(
+                "too many live pages: {MAX_WEBSOCKETS} WebSocket connections are open, the most \
+                 this dashboard serves; close a page and reload"
+            ),
+        ));
+    };
     let frames = state.frames.subscribe();
     upgrade
         // Frames are a few kB; a bigger message from a page is not something it should send.
         .max_message_size(64 * 1024)
-        .on_upgrade(move |socket| stream(socket, frames, state.shared, state.closing))
+        .on_upgrade(move |socket| async move {
+            stream(socket, frames, state.shared, state.closing).await;
+            drop(permit);
+        })
 }
 
 /// One page's stream. While a send waits on a slow page, newer frames keep arriving from the
@@ -401,5 +454,69 @@ async fn stream(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The status line of `GET path` on a fresh connection.
+    async fn status_of(port: u16, path: &str) -> String {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// An engine thread that takes no command (wedged, or busy restarting a device): the
+    /// requests that fill the queue wait, and the next ones are answered 503 at once instead of
+    /// queueing without bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_command_queue_answers_503_at_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (commands, stalled) = mpsc::sync_channel(COMMAND_QUEUE);
+        let (_closing_tx, closing) = watch::channel(false);
+        let state = AppState {
+            commands,
+            frames: broadcast::channel(1).0,
+            shared: Arc::new(Shared::default()),
+            policy: Arc::new(OriginPolicy::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port)),
+            gate: Arc::new(Gate::new(None, port)),
+            closing,
+            websockets: Arc::new(Semaphore::new(MAX_WEBSOCKETS)),
+        };
+        let filler = state.commands.clone();
+        tokio::spawn(async move { axum::serve(listener, router(state)).await });
+        // Requests that wait for the engine thread fill the queue.
+        let mut queued = 0;
+        while filler
+            .try_send(Command::Status(oneshot::channel().0))
+            .is_ok()
+        {
+            queued += 1;
+        }
+        assert_eq!(queued, COMMAND_QUEUE, "the queue is bounded");
+        // The next request is refused at once, long before the 15 s command timeout.
+        let reply = tokio::time::timeout(Duration::from_secs(10), status_of(port, "/api/config"))
+            .await
+            .expect("an answer within 10 s");
+        assert!(
+            reply.starts_with("HTTP/1.1 503")
+                && reply.contains(&format!("{COMMAND_QUEUE} requests are already waiting")),
+            "{reply}"
+        );
+        // The engine thread goes away: a request says so.
+        drop(stalled);
+        let reply = status_of(port, "/api/config").await;
+        assert!(reply.contains("the engine thread has stopped"), "{reply}");
     }
 }

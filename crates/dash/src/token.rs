@@ -13,12 +13,16 @@ use subtle::ConstantTimeEq;
 /// Random bytes in a generated token: 192 bits, written as 48 hex digits.
 const GENERATED_BYTES: usize = 24;
 
+/// Shortest token accepted: 16 of the 66 allowed characters are about 96 bits when chosen at
+/// random, and a guesser is slowed down after wrong tokens (the server's backoff).
+pub const MIN_LEN: usize = 16;
+
 /// Longest token accepted.
 pub const MAX_LEN: usize = 256;
 
 /// What a given token may be made of, as usage errors say it. These characters need no
 /// escaping in a URL's query, a cookie value or a Bearer header.
-pub const ALLOWED: &str = "1 to 256 characters of A-Z a-z 0-9 - . _ ~";
+pub const ALLOWED: &str = "16 to 256 characters of A-Z a-z 0-9 - . _ ~";
 
 /// Why a token could not be made: a given one breaks the rules ([`ALLOWED`]), or the OS gave no
 /// randomness for a generated one.
@@ -29,6 +33,15 @@ pub enum TokenError {
         "the token must not be empty: allowed are {ALLOWED} (or --no-token to serve without one)"
     )]
     Empty,
+    /// Shorter than [`MIN_LEN`]: guessable.
+    #[error(
+        "the token is {chars} characters long, too short to be hard to guess: allowed are \
+         {ALLOWED} (`openssl rand -hex 16` makes one)"
+    )]
+    TooShort {
+        /// Its length in characters.
+        chars: usize,
+    },
     /// Longer than [`MAX_LEN`].
     #[error("the token is {bytes} bytes long: allowed are {ALLOWED}")]
     TooLong {
@@ -69,6 +82,9 @@ impl Token {
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~')))
         {
             return Err(TokenError::Character(c));
+        }
+        if value.len() < MIN_LEN {
+            return Err(TokenError::TooShort { chars: value.len() });
         }
         Ok(Token(value.to_owned()))
     }
@@ -232,7 +248,12 @@ mod tests {
 
     #[test]
     fn given_tokens_must_be_url_and_cookie_safe() {
-        for ok in ["x", "a-b.c_d~e", "ABCxyz019", &"z".repeat(MAX_LEN)] {
+        for ok in [
+            "a-b.c_d~e0123456",
+            "ABCxyz0190123456789",
+            &"z".repeat(MIN_LEN),
+            &"z".repeat(MAX_LEN),
+        ] {
             assert_eq!(Token::new(ok).unwrap().as_str(), ok);
         }
         let empty = Token::new("").unwrap_err().to_string();
@@ -243,6 +264,14 @@ mod tests {
         for bad in ["a b", "a;b", "a=b", "a/b", "a+b", "tök", "a\"b", "a%20"] {
             let e = Token::new(bad).unwrap_err().to_string();
             assert!(e.contains("contains") && e.contains(ALLOWED), "{bad}: {e}");
+        }
+        for short in ["x", "abc", &"z".repeat(MIN_LEN - 1)] {
+            let e = Token::new(short).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("is {} characters long, too short", short.len()))
+                    && e.contains(ALLOWED),
+                "{short}: {e}"
+            );
         }
         let long = Token::new(&"z".repeat(MAX_LEN + 1))
             .unwrap_err()

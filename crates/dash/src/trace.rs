@@ -272,9 +272,10 @@ pub(crate) enum WriteError {
 pub(crate) const TRACE_SEND_BUFFER_BYTES: i32 = 4 << 20;
 
 /// The socket of the connection a request came in on (recorded at accept, see `lib.rs`), so
-/// the trace download can widen its send buffer.
+/// the trace download can widen its send buffer, and the client's address, which the token
+/// check's slowdown counts by.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ConnSocket(std::os::fd::RawFd);
+pub(crate) struct ConnSocket(std::os::fd::RawFd, std::net::IpAddr);
 
 impl
     axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
@@ -282,11 +283,16 @@ impl
 {
     fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
         use std::os::fd::AsRawFd;
-        ConnSocket(stream.io().as_raw_fd())
+        ConnSocket(stream.io().as_raw_fd(), stream.remote_addr().ip())
     }
 }
 
 impl ConnSocket {
+    /// The client's address.
+    pub(crate) fn peer(self) -> std::net::IpAddr {
+        self.1
+    }
+
     /// Raises this connection's send buffer for a trace download; returns the size the kernel
     /// granted (it doubles the request for its bookkeeping), or the error.
     ///
@@ -441,7 +447,7 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let _client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
-        let conn = ConnSocket(server.as_raw_fd());
+        let conn = ConnSocket(server.as_raw_fd(), std::net::IpAddr::from([127, 0, 0, 1]));
         // What the dashboard's connections start with (doubled by the kernel).
         let small = conn.widen_send_buffer(32 * 1024).unwrap();
         let wide = conn.widen_send_buffer(TRACE_SEND_BUFFER_BYTES).unwrap();

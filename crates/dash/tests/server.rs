@@ -766,6 +766,12 @@ async fn requests_without_the_token_get_401_saying_where_it_is() {
             401,
             "WebSocket with {name}: {value}"
         );
+        // A right token starts the count of wrong ones again, so twenty in this test do not
+        // reach the pause after ten in a row (tested on its own below).
+        assert_eq!(
+            send(port, "GET", "/api/status", &[AUTH], "").await.status,
+            200
+        );
     }
     assert_eq!(
         get_config(port).await,
@@ -1387,4 +1393,162 @@ async fn answers_and_frames_match_the_page_types() {
         errors.join("\n")
     );
     running.shutdown().await.unwrap();
+}
+
+/// Sends `head` (request line and headers, ending in a blank line) and `body` on a fresh
+/// connection, writing while it reads: a server that answers before reading a large body whole
+/// may close the connection on the rest. Returns the status and the body.
+async fn send_large(port: u16, head: String, body: Vec<u8>) -> Reply {
+    let s = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    let writer = tokio::spawn(async move {
+        // Refused early, the rest of the body has nowhere to go: that is not this test's error.
+        let _ = wr.write_all(head.as_bytes()).await;
+        let _ = wr.write_all(&body).await;
+        let _ = wr.shutdown().await;
+    });
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), rd.read(&mut buf))
+            .await
+            .expect("an answer within 20 s")
+        {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            // A reset after the answer arrived.
+            Err(_) if !out.is_empty() => break,
+            Err(e) => panic!("no answer: {e}"),
+        }
+    }
+    writer.abort();
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(out.len(), |i| i + 4);
+    let head = String::from_utf8_lossy(&out[..split]).trim_end().to_owned();
+    Reply {
+        status: head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0),
+        head,
+        body: String::from_utf8_lossy(&out[split..]).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_past_64_kib_is_refused_with_413_naming_the_limit() {
+    let server = serve_sim().await;
+    let port = server.local_addr().port();
+    let put = |path: &str, len: usize| {
+        (
+            format!(
+                "PUT {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+                 {}: {}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n",
+                AUTH.0, AUTH.1
+            ),
+            // A JSON string: whitespace-padded, it stays one valid value at any length.
+            {
+                let mut b = vec![b' '; len];
+                b[len - 2..].copy_from_slice(b"{}");
+                b
+            },
+        )
+    };
+    for path in ["/api/config", "/api/fault", "/api/explain"] {
+        let (head, body) = put(path, 1 << 20);
+        let r = send_large(port, head, body).await;
+        assert_eq!(r.status, 413, "{path}: {} {}", r.head, r.body);
+        let v = json_of(&r.body);
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("at most 65536 bytes")),
+            "{path}: {v}"
+        );
+    }
+    // Just under the limit, the body is read (and judged on its content).
+    let (head, body) = put("/api/config", 60 * 1024);
+    let r = send_large(port, head, body).await;
+    assert_ne!(r.status, 413, "{}", r.body);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websockets_past_the_cap_are_refused_and_a_closed_one_frees_its_place() {
+    let server = serve_sim().await;
+    let port = server.local_addr().port();
+    let mut open = Vec::new();
+    for _ in 0..32 {
+        open.push(ws_open(port, &[AUTH]).await);
+    }
+    let (status, _) = ws_handshake(port, &[AUTH]).await;
+    assert_eq!(status, 503, "the 33rd WebSocket is refused");
+    let r = send(port, "GET", "/api/status", &[AUTH], "").await;
+    assert_eq!(r.status, 200, "the API still answers: {}", r.body);
+    let mut closed = open.pop().unwrap();
+    closed.close(None).await.unwrap();
+    drop(closed);
+    let reopened = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let (101, Some(ws)) = ws_handshake(port, &[AUTH]).await {
+                return ws;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("a closed page frees its place within 10 s");
+    drop(reopened);
+    drop(open);
+    server.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_ten_wrong_tokens_an_address_is_refused_for_a_while_even_with_the_right_one() {
+    let server = serve_sim().await;
+    let port = server.local_addr().port();
+    let wrong = ("Authorization", "Bearer not-the-token-0123456789");
+    for n in 1..=10 {
+        let r = send(port, "GET", "/api/status", &[wrong], "").await;
+        assert_eq!(r.status, 401, "wrong token {n}: {}", r.body);
+    }
+    let r = send(port, "GET", "/api/status", &[wrong], "").await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    let pause: u64 = r
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .expect("a Retry-After header");
+    assert!((1..=60).contains(&pause), "{pause}");
+    assert!(
+        json_of(&r.body)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("too many wrong tokens from 127.0.0.1")),
+        "{}",
+        r.body
+    );
+    // During the pause the token is not looked at: a guesser learns nothing from a right one.
+    let r = send(port, "GET", "/api/status", &[AUTH], "").await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    let (status, _) = ws_handshake(port, &[AUTH]).await;
+    assert_eq!(status, 429, "WebSockets wait too");
+    // Once it is over, the right token passes and the count starts again.
+    tokio::time::sleep(Duration::from_secs(pause)).await;
+    let passed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let r = send(port, "GET", "/api/status", &[AUTH], "").await;
+            if r.status == 200 {
+                return;
+            }
+            assert_eq!(r.status, 429, "{}", r.body);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(passed.is_ok(), "the right token passes after the pause");
+    let r = send(port, "GET", "/api/status", &[wrong], "").await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    server.shutdown().await.unwrap();
 }

@@ -5,7 +5,7 @@
 use crate::journal::{JournalError, UndoError};
 use crate::roots::{shown, Roots};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use xrunlab_sys::cpu::online_cpus;
 
 /// The settings `--apply` knows.
@@ -52,6 +52,50 @@ impl Setting {
                 "kernel.sched_rt_runtime_us = -1: RT throttling off, so real-time threads may use every \
                  CPU cycle (a runaway one can then hang its CPU: that is why this is undone on exit)"
             }
+        }
+    }
+
+    /// The tree its files live in (sysfs or procfs under `roots`): nothing it reads or writes
+    /// may lead out of it.
+    pub fn root(self, roots: &Roots) -> &Path {
+        match self {
+            Setting::Governor => &roots.sys,
+            Setting::RtRuntime => &roots.proc,
+        }
+    }
+
+    /// Whether `path` is one of the files this setting writes under `roots`: the only files
+    /// an undo journal may name.
+    pub fn owns(self, roots: &Roots, path: &Path) -> bool {
+        match self {
+            Setting::Governor => path
+                .strip_prefix(roots.sys("devices/system/cpu"))
+                .ok()
+                .and_then(|rest| {
+                    let mut parts = rest.iter();
+                    let cpu = parts.next()?.to_str()?.strip_prefix("cpu")?;
+                    let known = !cpu.is_empty() && cpu.bytes().all(|b| b.is_ascii_digit());
+                    let tail: Vec<_> = parts.collect();
+                    Some(known && tail == ["cpufreq", "scaling_governor"])
+                })
+                .unwrap_or(false),
+            Setting::RtRuntime => path == roots.proc("sys/kernel/sched_rt_runtime_us"),
+        }
+    }
+
+    /// Whether `value` can be one of this setting's values: a governor's name, or a whole
+    /// number of microseconds (-1 for unlimited). What a journal or a file holds is checked
+    /// before it is written anywhere or shown in a command to paste.
+    pub fn value_ok(self, value: &str) -> bool {
+        match self {
+            Setting::Governor => {
+                !value.is_empty()
+                    && value.len() <= 64
+                    && value
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            }
+            Setting::RtRuntime => value.parse::<i64>().is_ok_and(|v| v >= -1),
         }
     }
 }
@@ -101,6 +145,20 @@ pub enum ApplyError {
         /// What the operating system said.
         #[source]
         source: std::io::Error,
+    },
+    /// A file to change holds something that is not one of the setting's values: nothing
+    /// was written.
+    #[error(
+        "{} holds {text:?}, which is not a value of {setting} (see `xrunlab doctor`'s findings)",
+        shown(path)
+    )]
+    Unexpected {
+        /// The file.
+        path: PathBuf,
+        /// The setting's name.
+        setting: &'static str,
+        /// What it holds, trimmed.
+        text: String,
     },
     /// An earlier apply left settings to undo: nothing was written.
     #[error(
@@ -157,9 +215,10 @@ fn targets(setting: Setting, roots: &Roots) -> Result<Vec<(PathBuf, String)>, Ap
     }
 }
 
-/// Writes `value` and a newline to `path`.
-pub(crate) fn write(path: &std::path::Path, value: &str) -> Result<(), WriteFailed> {
-    std::fs::write(path, format!("{value}\n")).map_err(|source| WriteFailed {
+/// Writes `value` and a newline to `path`, which must lie beneath `root` (see
+/// [`crate::beneath`]).
+pub(crate) fn write(root: &Path, path: &Path, value: &str) -> Result<(), WriteFailed> {
+    crate::beneath::write(root, path, &format!("{value}\n")).map_err(|source| WriteFailed {
         path: path.to_path_buf(),
         value: value.to_owned(),
         source,
@@ -172,14 +231,22 @@ pub(crate) fn write(path: &std::path::Path, value: &str) -> Result<(), WriteFail
 pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
     let targets = targets(setting, roots)?;
     let mut planned = Vec::new();
+    let root = setting.root(roots);
     for (path, new) in targets {
-        let old = std::fs::read_to_string(&path)
+        let old = crate::beneath::read(root, &path)
             .map_err(|source| ApplyError::Read {
                 path: path.clone(),
                 source,
             })?
             .trim()
             .to_owned();
+        if !setting.value_ok(&old) {
+            return Err(ApplyError::Unexpected {
+                path,
+                setting: setting.name(),
+                text: old,
+            });
+        }
         planned.push(Change { path, old, new });
     }
     // A journal still to undo (or a doctor applying right now) comes first: writing ours over
@@ -200,7 +267,7 @@ pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
         roots: roots.clone(),
     };
     for c in planned {
-        write(&c.path, &c.new)?;
+        write(root, &c.path, &c.new)?;
         applied.changes.push(c);
     }
     Ok(applied)
@@ -240,10 +307,11 @@ impl Applied {
 
     fn restore(&mut self) -> Result<Vec<Change>, UndoError> {
         let changes = std::mem::take(&mut self.changes);
+        let root = self.setting.root(&self.roots);
         let errors: Vec<WriteFailed> = changes
             .iter()
             .rev()
-            .filter_map(|c| write(&c.path, &c.old).err())
+            .filter_map(|c| write(root, &c.path, &c.old).err())
             .collect();
         if errors.is_empty() {
             crate::journal::remove(&self.roots)?;

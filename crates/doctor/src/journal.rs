@@ -6,10 +6,17 @@
 //! from an earlier boot is discarded anyway: the kernel settings it names were reset by the
 //! reboot). Whether its owner still runs is judged by the live `/proc` (pid, and the process's
 //! start time so a reused pid is not taken for the owner) and the boot id.
+//!
+//! `doctor --undo` may run as root on a tree another user can write (`--fs-root`), so a journal
+//! is trusted only when it is a regular file (not a symlink) owned by the user running the
+//! doctor and writable by nobody else, and then it may only restore the files its setting
+//! writes, at their own paths under the roots, to values of that setting.
 
-use crate::apply::{Change, WriteFailed};
+use crate::apply::{Change, Setting, WriteFailed};
 use crate::roots::{shown, Roots};
 use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 
 /// The journal file's schema.
@@ -87,7 +94,14 @@ impl Journal {
             path: dir.to_path_buf(),
             source,
         })?;
-        xrunlab_results::write::write_json(&target, self).map_err(JournalError::Write)
+        xrunlab_results::write::write_json(&target, self).map_err(JournalError::Write)?;
+        // Whatever the umask: a journal others may write is refused by `find`.
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).map_err(
+            |source| JournalError::Read {
+                path: target.clone(),
+                source,
+            },
+        )
     }
 
     fn owner_runs(&self) -> bool {
@@ -111,11 +125,50 @@ pub fn remove(roots: &Roots) -> Result<(), JournalError> {
 /// is an error naming the file (it is left in place: it may be the only record of what to undo).
 pub fn find(roots: &Roots) -> Result<Option<Found>, JournalError> {
     let p = path(roots);
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
+    let untrusted = |why: String| JournalError::Untrusted {
+        path: p.clone(),
+        why,
+    };
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        // Not through a symlink; and a FIFO in its place must not hang the doctor.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&p)
+    {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(untrusted("it is a symlink".into()))
+        }
         Err(source) => return Err(JournalError::Read { path: p, source }),
     };
+    let meta = file.metadata().map_err(|source| JournalError::Read {
+        path: p.clone(),
+        source,
+    })?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if !meta.is_file() {
+        return Err(untrusted("it is not a regular file".into()));
+    }
+    if meta.uid() != euid {
+        return Err(untrusted(format!(
+            "it is owned by uid {}, not by uid {euid} who runs this doctor (and whose doctor \
+             --apply writes it)",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(untrusted(format!(
+            "other users may write it (mode {:04o})",
+            meta.mode() & 0o7777
+        )));
+    }
+    let mut text = String::new();
+    // A journal is a few hundred bytes per CPU; more is not one.
+    if let Err(source) = file.take(MAX_BYTES).read_to_string(&mut text) {
+        return Err(JournalError::Read { path: p, source });
+    }
     let journal: Journal = match serde_json::from_str(&text) {
         Ok(j) => j,
         Err(source) => return Err(JournalError::Damaged { path: p, source }),
@@ -135,14 +188,46 @@ pub fn find(roots: &Roots) -> Result<Option<Found>, JournalError> {
     }))
 }
 
+/// Longest journal read.
+const MAX_BYTES: u64 = 1 << 20;
+
 /// Restores an orphaned journal's old values (last change first) and removes it; the changes
-/// restored, or the writes that failed (the journal then stays).
+/// restored, or the writes that failed (the journal then stays). A journal that names a
+/// setting the doctor does not know, a file its setting does not write (at its own path under
+/// `roots`) or a value that is not one of the setting's is refused before anything is written.
 pub fn undo(roots: &Roots, journal: &Journal) -> Result<Vec<Change>, UndoError> {
+    let setting = Setting::from_name(&journal.setting).map_err(|e| UndoError::Refused {
+        path: path(roots),
+        why: e.to_string(),
+    })?;
+    for c in &journal.changes {
+        let why = if !setting.owns(roots, &c.path) {
+            format!(
+                "it names {}, which {} does not write",
+                shown(&c.path),
+                setting.name()
+            )
+        } else if !setting.value_ok(&c.old) {
+            format!(
+                "it would write {:?} to {}, which is not a value of {}",
+                c.old,
+                shown(&c.path),
+                setting.name()
+            )
+        } else {
+            continue;
+        };
+        return Err(UndoError::Refused {
+            path: path(roots),
+            why,
+        });
+    }
+    let root = setting.root(roots);
     let errors: Vec<WriteFailed> = journal
         .changes
         .iter()
         .rev()
-        .filter_map(|c| crate::apply::write(&c.path, &c.old).err())
+        .filter_map(|c| crate::apply::write(root, &c.path, &c.old).err())
         .collect();
     if errors.is_empty() {
         remove(roots)?;
@@ -198,6 +283,19 @@ pub enum JournalError {
         #[source]
         source: serde_json::Error,
     },
+    /// It is a symlink, not the doctor's user's, or others may write it: it may be forged, so
+    /// nothing it says is done; it is left in place.
+    #[error(
+        "the undo journal {} is not trusted: {why}; it is left in place: check it, restore \
+         its values by hand, then delete it",
+        shown(path)
+    )]
+    Untrusted {
+        /// The journal.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// It was written by another version of the doctor; it is left in place.
     #[error(
         "the undo journal {} has schema {schema:?}, not {SCHEMA:?}; it is left in place",
@@ -215,6 +313,18 @@ pub enum JournalError {
 /// could not be removed after every value was restored.
 #[derive(Debug, thiserror::Error)]
 pub enum UndoError {
+    /// The journal asks for something `--apply` never does (a file its setting does not
+    /// write, a value not of that setting): nothing was written; it is left in place.
+    #[error(
+        "refused the undo journal {}: {why}; nothing was written and it is left in place",
+        shown(path)
+    )]
+    Refused {
+        /// The journal.
+        path: PathBuf,
+        /// What it asked for.
+        why: String,
+    },
     /// These writes failed (last change first); the others were restored.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Writes(Vec<WriteFailed>),

@@ -13,6 +13,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod apply;
+pub mod beneath;
 pub mod checks;
 pub mod finding;
 pub mod journal;

@@ -366,7 +366,7 @@ impl Device for JackDevice {
         };
         // Without the watchdog the run still works; only a server that dies
         // silently (PipeWire) would then go unnoticed.
-        let watchdog = watchdog::spawn(watch).ok();
+        let watchdog = watchdog::spawn("xrl-jack-watch", watch).ok();
         self.state = State::Running(active, gate, watchdog);
         if let Err(e) = connected {
             self.stop();

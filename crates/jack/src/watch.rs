@@ -7,13 +7,21 @@
 //! thread for it and the server waits for it). `watch` promises not to change the graph it
 //! watches, so this client registers only notification callbacks, has no ports, and is never
 //! part of a cycle.
+//!
+//! PipeWire's libjack never calls the shutdown callback when its daemon dies, so a watchdog
+//! thread (the engine device's, [`crate::watchdog`]) reads the server's frame clock and reports
+//! the server gone when it stops moving.
 
 use crate::open::open_client;
 use jack::jack_sys as j;
 use jack::{Client, PortFlags};
 use std::collections::BTreeSet;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
 use xrunlab_engine::rt::clock::now_ns;
 use xrunlab_engine::{DeviceError, DeviceErrorKind};
 
@@ -33,6 +41,12 @@ pub enum JackEvent {
         /// The server's reason, as libjack gives it.
         reason: String,
     },
+    /// The server's frame clock stopped moving without a word: it died or hung (PipeWire's
+    /// libjack does not call the shutdown callback).
+    ClockStopped {
+        /// How long it has not moved.
+        silence: Duration,
+    },
 }
 
 /// Callback state: owned by [`JackWatch`], read by libjack's notification thread.
@@ -43,10 +57,50 @@ struct Notify {
 /// A passive connection to a JACK server. Dropping it closes the client.
 pub struct JackWatch {
     // Field order matters: the client closes (and libjack stops calling back) before the
-    // callback state it points to is freed.
-    client: Client,
+    // callback state it points to is freed; `Drop` ends the watchdog, which shares the
+    // client, before either.
+    client: Arc<Client>,
     _notify: Box<Notify>,
     server: Option<String>,
+    watchdog: Option<JoinHandle<()>>,
+    closing: Arc<AtomicBool>,
+}
+
+/// What the watchdog reads: the server's frame clock, which moves every cycle while it runs.
+struct Clock {
+    client: Arc<Client>,
+    closing: Arc<AtomicBool>,
+    events: Sender<JackEvent>,
+}
+
+impl crate::watchdog::Watched for Clock {
+    fn progress(&self) -> u64 {
+        // SAFETY: the client stays open while this runs (`JackWatch::drop` ends the watchdog
+        // before the client closes); jack_last_frame_time only reads the server's clock.
+        u64::from(unsafe { j::jack_last_frame_time(self.client.raw()) })
+    }
+
+    fn period(&self) -> Duration {
+        crate::watchdog::period(self.client.buffer_size(), self.client.sample_rate())
+    }
+
+    fn finished(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    fn silent(&self, silence: Duration) {
+        let _ = self.events.send(JackEvent::ClockStopped { silence });
+    }
+}
+
+impl Drop for JackWatch {
+    fn drop(&mut self) {
+        self.closing.store(true, Ordering::Release);
+        if let Some(w) = self.watchdog.take() {
+            // It sees the flag within one poll.
+            let _ = w.join();
+        }
+    }
 }
 
 unsafe extern "C" fn on_xrun(arg: *mut c_void) -> c_int {
@@ -90,7 +144,7 @@ impl JackWatch {
         let (client, _) =
             open_client(name, server).map_err(|e| e.into_device_error(&label, server))?;
         let (tx, rx) = channel();
-        let mut notify = Box::new(Notify { events: tx });
+        let mut notify = Box::new(Notify { events: tx.clone() });
         let arg = notify.as_mut() as *mut Notify as *mut c_void;
         let raw = client.raw();
         // SAFETY: `raw` is an open, inactive client; `arg` points to the boxed `Notify` that
@@ -116,11 +170,23 @@ impl JackWatch {
                 format!("the JACK {label} did not activate the watch client (error {rc})"),
             ));
         }
+        let client = Arc::new(client);
+        let closing = Arc::new(AtomicBool::new(false));
+        let clock = Clock {
+            client: client.clone(),
+            closing: closing.clone(),
+            events: tx,
+        };
+        // Without it the watch still works; only a server that dies silently (PipeWire) would
+        // then go unnoticed.
+        let watchdog = crate::watchdog::spawn("xrl-jack-wdog", clock).ok();
         Ok((
             JackWatch {
                 client,
                 _notify: notify,
                 server: server.map(str::to_owned),
+                watchdog,
+                closing,
             },
             rx,
         ))

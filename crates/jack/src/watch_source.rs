@@ -98,6 +98,12 @@ impl Source for JackSource {
                 "the JACK server \"{}\" shut down: {reason}",
                 self.server
             ))),
+            Ok(JackEvent::ClockStopped { silence }) => Some(SourceEvent::Ended(format!(
+                "the JACK server \"{}\" stopped running cycles: its clock has not moved for \
+                 {:.1} s (it died or hung; PipeWire's libjack does not report a server's death)",
+                self.server,
+                silence.as_secs_f64()
+            ))),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => Some(SourceEvent::Ended(
                 "the JACK client's notifications stopped".into(),

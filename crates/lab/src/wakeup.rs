@@ -46,6 +46,11 @@ pub struct WakeupParams {
 impl WakeupParams {
     /// Checks every range, naming the flag.
     pub fn validate(&self) -> Result<(), LabError> {
+        self.validate_on(xrunlab_sys::default_sys_root())
+    }
+
+    /// [`WakeupParams::validate`] with sysfs at `sys_root` (a fixture tree in tests).
+    pub fn validate_on(&self, sys_root: &std::path::Path) -> Result<(), LabError> {
         check_range(
             "--threads",
             self.threads,
@@ -73,13 +78,9 @@ impl WakeupParams {
             check_range("--priority", priority, 1, 99, "")?;
         }
         if let Some(cpus) = &self.cpus {
-            let online = xrunlab_sys::online_cpus(xrunlab_sys::default_sys_root());
-            if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
-                return Err(crate::common::invalid(
-                    "--cpus",
-                    bad,
-                    &format!("online CPUs {}", xrunlab_sys::format_cpu_list(&online)),
-                ));
+            let usable = xrunlab_sys::usable_cpus(sys_root);
+            if let Some(bad) = cpus.iter().find(|c| !usable.cpus.contains(c)) {
+                return Err(crate::common::invalid("--cpus", bad, &usable.what));
             }
         }
         if let Some(n) = self.with_load {
@@ -387,5 +388,59 @@ impl Experiment for WakeupResult {
 
     fn incomplete(&self) -> bool {
         self.stopped_early
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(cpus: Vec<usize>) -> WakeupParams {
+        WakeupParams {
+            threads: 1,
+            class: Class::Other { nice: 0 },
+            interval: Duration::from_millis(1),
+            loops: 10,
+            cpus: Some(cpus),
+            pm_qos: false,
+            mlock: false,
+            with_load: None,
+            histogram_us: 1000,
+        }
+    }
+
+    #[test]
+    fn without_a_cpu_list_in_sysfs_cpus_are_checked_against_the_affinity_and_the_error_says_why() {
+        // A container's view: no devices/system/cpu at all.
+        let sys = tempfile::tempdir().unwrap();
+        let allowed = xrunlab_sys::sched::allowed_cpus().expect("sched_getaffinity");
+        params(vec![allowed[0]])
+            .validate_on(sys.path())
+            .expect("a CPU this process may use is accepted");
+        let e = params(vec![4095])
+            .validate_on(sys.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("invalid value '4095' for --cpus")
+                && e.contains(&format!(
+                    "the CPUs this process may run on, {}",
+                    xrunlab_sys::format_cpu_list(&allowed)
+                ))
+                && e.contains("lists no online CPU")
+                && e.contains("sched_getaffinity"),
+            "{e}"
+        );
+
+        // With sysfs, its online list decides, as before.
+        let cpu = sys.path().join("devices/system/cpu");
+        std::fs::create_dir_all(&cpu).unwrap();
+        std::fs::write(cpu.join("online"), "0-1\n").unwrap();
+        params(vec![1]).validate_on(sys.path()).unwrap();
+        let e = params(vec![2])
+            .validate_on(sys.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("allowed online CPUs 0-1"), "{e}");
     }
 }

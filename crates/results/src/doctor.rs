@@ -300,9 +300,12 @@ impl Report {
             }
             let _ = writeln!(out, "\n{}", area.title());
             for f in findings {
-                let _ = writeln!(out, "  [{:<7}] {}: {}", f.status.label(), f.title, f.reason);
+                // A reason can quote what other programs chose (a process's command line, a
+                // file's text): its control characters are escaped; the JSON keeps them raw.
+                let reason = xrunlab_sys::printable(&f.reason);
+                let _ = writeln!(out, "  [{:<7}] {}: {reason}", f.status.label(), f.title);
                 if let Some(fix) = &f.fix {
-                    let _ = writeln!(out, "            fix:  {fix}");
+                    let _ = writeln!(out, "            fix:  {}", xrunlab_sys::printable(fix));
                 }
                 let _ = writeln!(out, "            from: {}  ({})", f.source, f.id);
             }

@@ -37,6 +37,10 @@ pub fn temp_beside(path: &Path) -> std::io::Result<tempfile::NamedTempFile> {
 /// The in-progress file of a result bound for `target`: `FILE.PID.partial` (PID: this
 /// process), so two processes writing the same target never share one, and one left behind
 /// says what it was for and who wrote it.
+///
+/// The name can be guessed, so [`PartialFile`] creates it only if nothing has that name yet
+/// (`O_EXCL`), never through a symlink (`O_NOFOLLOW`): another user who plants a symlink there
+/// cannot make this process write over a file of their choosing.
 pub fn partial_path(target: &Path) -> PathBuf {
     let mut name = target.as_os_str().to_owned();
     name.push(format!(".{}.partial", std::process::id()));
@@ -65,11 +69,26 @@ impl PartialFile {
     /// Creates (truncates) the partial file of `target`, buffering `capacity` bytes between
     /// writes to it. The error names `target`.
     pub fn with_capacity(target: &Path, capacity: usize) -> Result<PartialFile, WriteError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let partial = partial_path(target);
-        let file = File::create(&partial).map_err(|source| WriteError::Io {
-            path: target.to_path_buf(),
-            source,
-        })?;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(0o666)
+            .open(&partial)
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::AlreadyExists => WriteError::PartialExists {
+                    path: target.to_path_buf(),
+                    what: what_is_there(&partial),
+                    partial: partial.clone(),
+                    source,
+                },
+                _ => WriteError::Io {
+                    path: target.to_path_buf(),
+                    source,
+                },
+            })?;
         Ok(PartialFile {
             out: BufWriter::with_capacity(capacity, file),
             target: target.to_path_buf(),
@@ -117,6 +136,18 @@ impl PartialFile {
     }
 }
 
+/// What already has a partial file's name, for the message that refuses to touch it.
+fn what_is_there(partial: &Path) -> &'static str {
+    match std::fs::symlink_metadata(partial) {
+        Ok(m) if m.file_type().is_symlink() => "a symlink, which is not followed",
+        Ok(m) if m.is_file() => {
+            "a file an earlier run with this process id left: it may hold what that run measured"
+        }
+        Ok(_) => "not a regular file",
+        Err(_) => "something that vanished when looked at",
+    }
+}
+
 impl Write for PartialFile {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.out.write(buf)
@@ -155,6 +186,25 @@ pub enum WriteError {
         #[source]
         source: std::io::Error,
     },
+    /// Something already has the partial file's name (a symlink, a file left by an earlier
+    /// run with the same process id): it is left alone and nothing is written.
+    #[error(
+        "cannot write {}: {} already exists ({what}); it is left alone: move it away or delete it, \
+         then run again",
+        path.display(),
+        partial.display()
+    )]
+    PartialExists {
+        /// The file asked for.
+        path: PathBuf,
+        /// The partial file's name.
+        partial: PathBuf,
+        /// What is there.
+        what: &'static str,
+        /// What the operating system said (EEXIST).
+        #[source]
+        source: std::io::Error,
+    },
     /// The value could not be turned into JSON (a map with non-string keys...).
     #[error("cannot serialize {}: {source}", path.display())]
     Serialize {
@@ -172,6 +222,7 @@ impl WriteError {
         match self {
             WriteError::Io { path, .. }
             | WriteError::Kept { path, .. }
+            | WriteError::PartialExists { path, .. }
             | WriteError::Serialize { path, .. } => path,
         }
     }
@@ -294,6 +345,58 @@ mod tests {
                 "r.csv".to_owned(),
                 format!("r.csv.{}.partial", std::process::id())
             ]
+        );
+    }
+
+    #[test]
+    fn a_symlink_planted_at_the_partial_files_name_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let dangling = dir.path().join("created-by-us");
+        for aim in [&victim, &dangling] {
+            let _ = std::fs::remove_file(partial_path(&path));
+            std::os::unix::fs::symlink(aim, partial_path(&path)).unwrap();
+            let e = write_json(&path, &[1]).unwrap_err();
+            assert!(matches!(e, WriteError::PartialExists { .. }), "{e:?}");
+            let message = e.to_string();
+            assert!(
+                message.contains("already exists (a symlink, which is not followed)")
+                    && message.contains(&partial_path(&path).display().to_string()),
+                "{message}"
+            );
+            assert!(
+                std::fs::symlink_metadata(partial_path(&path))
+                    .unwrap()
+                    .file_type()
+                    .is_symlink(),
+                "the symlink is left alone"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(
+            !dangling.exists(),
+            "no file was made where the symlink points"
+        );
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_partial_file_left_by_a_run_with_the_same_pid_is_kept_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.csv");
+        std::fs::write(partial_path(&path), "what a killed run measured\n").unwrap();
+        let e = PartialFile::create(&path).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("an earlier run with this process id left"),
+            "{e}"
+        );
+        assert_eq!(e.path(), path);
+        assert_eq!(
+            std::fs::read_to_string(partial_path(&path)).unwrap(),
+            "what a killed run measured\n"
         );
     }
 

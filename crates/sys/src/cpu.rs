@@ -159,6 +159,51 @@ pub fn online_cpus(sys_root: &Path) -> Vec<usize> {
     cpus
 }
 
+/// The CPUs a run may pin threads to, and what that list is, for a message that refuses one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsableCpus {
+    /// The CPUs, ascending.
+    pub cpus: Vec<usize>,
+    /// What they are: "online CPUs 0-3", or why sysfs could not say and what stands in.
+    pub what: String,
+}
+
+/// The online CPUs under `sys_root` ([`online_cpus`]); when sysfs lists none (a container
+/// without /sys), the CPUs this process may run on (sched_getaffinity), saying so; when that
+/// fails too, none, saying why.
+pub fn usable_cpus(sys_root: &Path) -> UsableCpus {
+    let online = online_cpus(sys_root);
+    if !online.is_empty() {
+        let what = format!("online CPUs {}", format_cpu_list(&online));
+        return UsableCpus { cpus: online, what };
+    }
+    let missing = format!(
+        "{} lists no online CPU (its online file and cpuN directories are missing or unreadable: \
+         a container without /sys?)",
+        sys_root.join("devices/system/cpu").display()
+    );
+    match crate::sched::allowed_cpus() {
+        Ok(allowed) if !allowed.is_empty() => UsableCpus {
+            what: format!(
+                "the CPUs this process may run on, {} (from sched_getaffinity: {missing})",
+                format_cpu_list(&allowed)
+            ),
+            cpus: allowed,
+        },
+        Ok(_) => UsableCpus {
+            cpus: Vec::new(),
+            what: format!("no CPU: {missing}, and sched_getaffinity gave none"),
+        },
+        Err(errno) => UsableCpus {
+            cpus: Vec::new(),
+            what: format!(
+                "no CPU: {missing}, and sched_getaffinity failed ({})",
+                nix::errno::Errno::from_raw(errno).desc()
+            ),
+        },
+    }
+}
+
 /// The physical core a CPU belongs to: its package and core id from sysfs topology, or
 /// the CPU itself when the topology files are missing (then it counts as a core of its own).
 fn core_key(sys_root: &Path, cpu: usize) -> (Option<u64>, u64) {

@@ -17,6 +17,7 @@ pub mod energy;
 pub mod fingerprint;
 pub mod freq_sampler;
 pub mod outcome;
+pub mod printable;
 pub mod procfs;
 pub mod provenance;
 pub mod run_system;
@@ -25,13 +26,14 @@ pub mod topology;
 
 pub use cpu::{
     cpu_infos, format_cpu_list, governor_summary, online_cpus, parse_cpu_list, read_cur_freqs_khz,
-    CpuInfo, CpuListError,
+    usable_cpus, CpuInfo, CpuListError, UsableCpus,
 };
 pub use cpuidle::{idle_states, idle_usage_delta, IdleState, IdleUsage};
 pub use energy::{PowerMeter, PowerSample, RaplError, RaplMeter, DEFAULT_WATTS_PER_BUSY_CORE};
 pub use fingerprint::Fingerprint;
 pub use freq_sampler::{FreqSample, FreqSampler, FreqSamplerError, FreqTrace};
 pub use outcome::Outcome;
+pub use printable::printable;
 pub use procfs::{read_rss_bytes, read_thread_stat, ThreadStat};
 pub use provenance::{now_rfc3339, Provenance};
 pub use run_system::{RunSystem, RunSystemRecorder};

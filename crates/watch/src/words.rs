@@ -4,6 +4,8 @@
 use crate::card::{Card, KernelAccount, Kind, RootAccount};
 use crate::chain::{Finding, Role, Step};
 use crate::mapping::Confidence;
+// Names come from the server's clients and the kernel: escaped for the terminal.
+use xrunlab_sys::printable;
 
 /// A duration given in µs, in the unit that keeps its digits: `12 µs`, `0.35 ms`, `5.31 ms`.
 pub fn dur(us: f64) -> String {
@@ -31,7 +33,7 @@ fn culprit_words(k: &KernelAccount) -> Option<String> {
     Some(if c.kind == "task" {
         format!(
             "behind {} ({}{}) on CPU{}",
-            c.name,
+            printable(&c.name),
             c.pid.map(|p| format!("pid {p}, ")).unwrap_or_default(),
             if c.policy.is_empty() {
                 "policy unknown".to_owned()
@@ -41,7 +43,7 @@ fn culprit_words(k: &KernelAccount) -> Option<String> {
             c.cpu
         )
     } else {
-        format!("behind {} {} on CPU{}", c.kind, c.name, c.cpu)
+        format!("behind {} {} on CPU{}", c.kind, printable(&c.name), c.cpu)
     })
 }
 
@@ -50,9 +52,11 @@ fn driver_words(r: &RootAccount) -> String {
     match r.mapping.as_ref().and_then(|m| m.thread.as_ref()) {
         Some(t) => format!(
             "the driver \"{}\" (thread {}, tid {})",
-            r.name, t.comm, t.tid
+            printable(&r.name),
+            printable(&t.comm),
+            t.tid
         ),
-        None => format!("the driver \"{}\"", r.name),
+        None => format!("the driver \"{}\"", printable(&r.name)),
     }
 }
 
@@ -106,7 +110,7 @@ fn driver_part(card: &Card, root: &Step, r: &RootAccount) -> String {
                 (Some(k), Some(w)) if k.blocked_us > k.waited_us => format!(
                     "{who} slept {} past its cycle's start, woken only then by {}",
                     ms(k.blocked_us),
-                    w.source.words()
+                    printable(&w.source.words())
                 ),
                 (Some(k), _) => format!(
                     "{who} woke{how_late}: {}",
@@ -119,7 +123,7 @@ fn driver_part(card: &Card, root: &Step, r: &RootAccount) -> String {
             let by = r
                 .woken
                 .as_ref()
-                .map(|w| format!(" by {} on CPU{}", w.source.words(), w.cpu))
+                .map(|w| format!(" by {} on CPU{}", printable(&w.source.words()), w.cpu))
                 .unwrap_or_default();
             let slept = r
                 .account
@@ -153,8 +157,8 @@ fn driver_part(card: &Card, root: &Step, r: &RootAccount) -> String {
 /// The root's part, when the root is a node upstream of the late one.
 fn upstream_part(root: &Step, r: &RootAccount) -> String {
     let who = match r.mapping.as_ref().and_then(|m| m.pid) {
-        Some(pid) => format!("\"{}\" (pid {pid})", root.name),
-        None => format!("\"{}\"", root.name),
+        Some(pid) => format!("\"{}\" (pid {pid})", printable(&root.name)),
+        None => format!("\"{}\"", printable(&root.name)),
     };
     let what = match root.finding {
         Finding::RanLong => format!("ran long: BUSY {} over its median", ns_dur(root.excess_ns)),
@@ -176,7 +180,7 @@ pub fn path_words(card: &Card) -> String {
         .iter()
         .map(|s| match s.role {
             Role::Driver => "the driver".to_owned(),
-            Role::Node => format!("\"{}\"", s.name),
+            Role::Node => format!("\"{}\"", printable(&s.name)),
         })
         .collect::<Vec<_>>()
         .join(" ← ")
@@ -205,8 +209,8 @@ pub fn verdict(card: &Card) -> String {
         return format!("{head}: {body}");
     };
     let who = match card.mapping.as_ref().and_then(|m| m.pid) {
-        Some(pid) => format!("\"{}\" (pid {pid})", node.name),
-        None => format!("\"{}\"", node.name),
+        Some(pid) => format!("\"{}\" (pid {pid})", printable(&node.name)),
+        None => format!("\"{}\"", printable(&node.name)),
     };
     let median = |m: Option<u64>| {
         m.map(|m| format!(", median {}", ms(m as f64 / 1000.0)))

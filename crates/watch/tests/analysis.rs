@@ -614,3 +614,40 @@ fn the_callback_thread_is_the_one_the_server_wakes() {
     assert_eq!(threads.clients, vec![(1, "engine".to_owned(), 12)]);
     assert_eq!(counts, vec![(1, 5)]);
 }
+
+#[test]
+fn names_from_other_programs_reach_the_verdict_with_their_control_characters_escaped() {
+    let x = first_xrun(node(7, start(20) + US, 20 * US, None, NodeStatus::Awake));
+    let mut c = card(&x, None, None, Kernel::Missing("not recorded"));
+    // A client can name its node anything: here a title change and a screen clear.
+    c.xrun.node.as_mut().expect("a node").name = "synth\x1b]0;owned\x07\x1b[2J".into();
+    c.kernel = Some(KernelAccount {
+        verdict: String::new(),
+        main_culprit: Some(KernelCulprit {
+            kind: "task".into(),
+            name: "hog\u{9b}31m".into(),
+            pid: Some(999),
+            policy: "SCHED_FIFO 90".into(),
+            cpu: 1,
+            us: 4000.0,
+        }),
+        waited_us: 0.0,
+        ran_us: 4000.0,
+        blocked_us: 0.0,
+        interrupt_us: 0.0,
+        migrations: 0,
+        lost_events: 0,
+    });
+    let text = words::verdict(&c);
+    assert!(
+        !text.chars().any(xrunlab_sys::printable::is_control),
+        "{text:?}"
+    );
+    assert!(
+        text.contains("\"synth\\x1b]0;owned\\x07\\x1b[2J\"") && text.contains("hog\\u{9b}31m"),
+        "{text}"
+    );
+    // The record keeps the raw names.
+    let back: Card = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back.xrun.node.unwrap().name, "synth\x1b]0;owned\x07\x1b[2J");
+}

@@ -147,13 +147,14 @@ pub(crate) fn spawn(
     frames: broadcast::Sender<Utf8Bytes>,
     shared: Arc<Shared>,
     done: oneshot::Sender<()>,
-) -> std::io::Result<(mpsc::Sender<Command>, std::thread::JoinHandle<Exit>)> {
+) -> std::io::Result<(mpsc::SyncSender<Command>, std::thread::JoinHandle<Exit>)> {
     let Initial {
         fault,
         explain,
         explain_all,
     } = initial;
-    let (tx, rx) = mpsc::channel();
+    // Bounded: the server answers 503 when it is full rather than queueing without limit.
+    let (tx, rx) = mpsc::sync_channel(crate::server::COMMAND_QUEUE);
     let handle = std::thread::Builder::new()
         .name("xrl-dash-engine".into())
         .spawn(move || {

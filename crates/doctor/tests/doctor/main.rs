@@ -7,3 +7,4 @@ mod fixture;
 mod machines;
 mod malformed;
 mod tracing_user;
+mod trust;

@@ -171,3 +171,32 @@ fn every_finding_is_complete(r: &Report) {
     ids.dedup();
     assert_eq!(ids.len(), r.findings.len(), "ids are unique");
 }
+
+#[test]
+fn a_command_line_with_terminal_escapes_is_escaped_in_the_text_and_raw_in_the_json() {
+    let m = Machine::base(2, "6.8.0-test");
+    // Any user can start a process whose arguments move the cursor or retitle the window.
+    m.process(
+        901,
+        "jackd",
+        &["jackd", "-d", "dummy\x1b]0;owned\x07\x1b[2J\u{9b}1m"],
+    );
+    let r = m.report(&probes(Some(99), true));
+    let f = expect(&r, "audio.jack", Status::Pass, &["runs (pid 901)"]);
+    assert!(
+        f.reason.contains("\x1b]0;owned\x07"),
+        "the finding keeps it raw: {f:?}"
+    );
+    let text = r.text();
+    assert!(
+        !text.contains('\x1b') && !text.contains('\x07') && !text.contains('\u{9b}'),
+        "{text:?}"
+    );
+    assert!(
+        text.contains("dummy\\x1b]0;owned\\x07\\x1b[2J\\u{9b}1m"),
+        "{text}"
+    );
+    let json = serde_json::to_string(&r).unwrap();
+    let back: Report = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.get("audio.jack").unwrap().reason, f.reason);
+}
