@@ -93,7 +93,7 @@ pub fn compare_probes(
             b.len()
         ));
     }
-    let (ma, mb) = (sum(&ha), sum(&hb));
+    let (ma, mb) = (sum("A", &ha)?, sum("B", &hb)?);
     let mut rng = StdRng::seed_from_u64(SEED);
     let mut metrics = Vec::new();
     for (name, q) in [
