@@ -67,14 +67,15 @@ impl From<xrunlab_lab::LabError> for Failure {
 }
 
 /// Every way a comparison fails is in the files the user named (unreadable, different
-/// workloads, an empty side).
+/// workloads, an empty side, histograms that do not add).
 impl From<xrunlab_compare::CompareError> for Failure {
     fn from(e: xrunlab_compare::CompareError) -> Failure {
         use xrunlab_compare::CompareError;
         match e {
-            CompareError::Read(_) | CompareError::Workload(_) | CompareError::EmptySide(_) => {
-                Failure::Usage(e.to_string())
-            }
+            CompareError::Read(_)
+            | CompareError::Workload(_)
+            | CompareError::EmptySide(_)
+            | CompareError::Histograms(..) => Failure::Usage(e.to_string()),
         }
     }
 }

@@ -85,10 +85,14 @@ fn reader_of(text: &str) -> Reader {
     }
 }
 
+/// No histograms to decode (the reader's value itself is the point).
+fn none<T>(_: T) -> Vec<EncodedHistogram> {
+    Vec::new()
+}
+
 /// Reads `text` with `reader`; a run's histograms come back to be decoded too.
 fn read(reader: Reader, path: &Path, text: &str) -> Result<Vec<EncodedHistogram>, ReadError> {
     use xrunlab_results::*;
-    let none = |_| Vec::new();
     match reader {
         Reader::Run => parse_typed::<run::RunFile>(path, text, run::SCHEMA).map(|r| {
             let h = r.histograms;
