@@ -124,7 +124,7 @@ proptest! {
 
     #[test]
     fn damaged_format_files_parse_or_quote_the_line(file in any::<prop::sample::Index>(), d in damage()) {
-        let text = damaged(file.get(formats()), &d);
+        let text = damaged(file.get::<String>(formats()), &d);
         match EventFormat::parse(&text) {
             Ok(f) => {
                 for field in f.fields.values() {
