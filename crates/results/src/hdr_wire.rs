@@ -88,7 +88,7 @@ pub(crate) fn counters_for(low: u64, high: u64, digits: u32) -> Result<u64, Stri
     if digits > 5 {
         return Err(format!("{digits} significant digits (allowed: 0 to 5)"));
     }
-    if low < 1 || low > u64::MAX / 2 || high < 2 * low {
+    if !(1..=u64::MAX / 2).contains(&low) || high < 2 * low {
         return Err(format!(
             "bounds {low}..{high} (allowed: lowest 1 or more, highest at least twice that)"
         ));

@@ -203,7 +203,7 @@ impl Field {
     /// The record bytes at `offset..offset + len`, `None` past its end (or past `usize`: a
     /// [`Field`] made by hand can hold any offset).
     #[inline]
-    fn span<'r>(raw: &'r [u8], offset: usize, len: usize) -> Option<&'r [u8]> {
+    fn span(raw: &[u8], offset: usize, len: usize) -> Option<&[u8]> {
         raw.get(offset..offset.checked_add(len)?)
     }
 
