@@ -27,14 +27,10 @@ fn read_side(files: &[PathBuf]) -> Result<Vec<(PathBuf, RunFile)>, Failure> {
         .collect()
 }
 
-/// Reads each file's text, or says why it cannot be read.
+/// Reads a file's text (a regular file, up to the size a result file may have), or says why it
+/// cannot be read.
 fn read_text(p: &Path) -> Result<String, Failure> {
-    std::fs::read_to_string(p).map_err(|e| {
-        Failure::Usage(format!(
-            "{}: field (file): cannot read it: {e}",
-            p.display()
-        ))
-    })
+    xrunlab_results::read::read_text(p).map_err(|e| Failure::Usage(e.to_string()))
 }
 
 /// Reads each file as a probe-wakeup result.
@@ -74,7 +70,7 @@ enum Files {
 /// experiment kinds is refused by the typed read, naming the kind).
 fn kind_of_files(files: &[&PathBuf]) -> Result<Files, Failure> {
     let schema_of = |p: &PathBuf| -> Option<String> {
-        let text = std::fs::read_to_string(p).ok()?;
+        let text = read_text(p).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
         v.get("schema")?.as_str().map(str::to_owned)
     };
@@ -101,9 +97,7 @@ fn kind_of_files(files: &[&PathBuf]) -> Result<Files, Failure> {
     if !lab {
         return Ok(Files::Runs);
     }
-    let kind = std::fs::read_to_string(first)
-        .ok()
-        .and_then(|t| kind_of(&t));
+    let kind = read_text(first).ok().and_then(|t| kind_of(&t));
     Ok(if kind.as_deref() == Some(WAKEUP_KIND) {
         Files::Probes
     } else {

@@ -75,7 +75,8 @@ impl From<xrunlab_compare::CompareError> for Failure {
             CompareError::Read(_)
             | CompareError::Workload(_)
             | CompareError::EmptySide(_)
-            | CompareError::Gate(_) => Failure::Usage(e.to_string()),
+            | CompareError::Gate(_)
+            | CompareError::Histograms(..) => Failure::Usage(e.to_string()),
         }
     }
 }

@@ -32,8 +32,8 @@ pub fn report(a: &ReportArgs) -> Result<(), Failure> {
     files::check_writable("--out", &a.out)?;
     let mut entries = Vec::new();
     for path in &a.files {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Failure::Runtime(format!("cannot read {}: {e}", path.display())))?;
+        let text =
+            xrunlab_results::read::read_text(path).map_err(|e| Failure::Usage(e.to_string()))?;
         let value: Value = serde_json::from_str(&text).map_err(|e| {
             Failure::Usage(format!(
                 "{} is not a result file: {e} (allowed: JSON written by --json of run, probe, sweep, capacity, compare or ab)",

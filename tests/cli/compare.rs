@@ -516,3 +516,104 @@ fn compare_judges_capacity_higher_is_better_with_the_repeats_histograms() {
         .iter()
         .any(|d| d.name == "standard 2048 frames at capacity load"));
 }
+
+/// Runs `xrunlab args` and returns its output, failing the test (and killing the child) if it
+/// has not ended within a minute: far longer than any of these takes, far shorter than the
+/// hangs they guard against (a FIFO read forever, a count summed one by one).
+fn ends_within_a_minute(args: &[&str]) -> std::process::Output {
+    use std::process::Stdio;
+    let mut child = xrunlab()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("xrunlab {args:?} still running after a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn compare_and_report_refuse_hostile_files_without_crashing_hanging_or_eating_memory() {
+    let dir = scratch("compare-hostile");
+    let a = run_file(&dir, "a.json", &["--sines", "8"]);
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&a).unwrap()).unwrap();
+    let forge = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = value.clone();
+        edit(&mut v);
+        let p = dir.join(name);
+        std::fs::write(&p, v.to_string()).unwrap();
+        p
+    };
+
+    // 40 bytes whose header asks for a 4 GiB payload.
+    let huge = forge("huge.json", &|v| {
+        v["histograms"]["load_pct"]["data"] =
+            "HISTE/////8AAAAAAAAAAQAAAAAAAAABAAAAAAAAAAI/8AAAAAAAAA==".into();
+    });
+    usage_error(
+        &["compare", s(&a), "--vs", s(&huge)],
+        &[
+            "huge.json",
+            "histograms.load_pct",
+            "payload length is 4294967295",
+        ],
+    );
+
+    // Another tool's bounds (1..2 at 1 digit): re-scaled, not a panic.
+    let odd = forge("odd.json", &|v| {
+        v["histograms"]["driver_wake_latency_us"]["data"] =
+            "HISTEwAAAAAAAAAAAAAAAQAAAAAAAAABAAAAAAAAAAI/8AAAAAAAAA==".into();
+    });
+    let out = ends_within_a_minute(&["compare", s(&odd), s(&a), "--vs", s(&a)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // A trillion dropouts: the rate test in closed form, not a loop over the count.
+    let many = forge("many.json", &|v| {
+        v["summary"]["dropouts"] = 1_000_000_000_000u64.into();
+    });
+    let out = ends_within_a_minute(&["compare", s(&a), "--vs", s(&many)]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("dropouts per hour"), "{stdout}");
+
+    // A FIFO would wait for a writer forever; /dev/zero never ends.
+    let fifo = dir.join("fifo.json");
+    let c = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let report = dir.join("report.html");
+    for (args, what) in [
+        (vec!["compare", s(&a), "--vs", s(&fifo)], "is a FIFO"),
+        (
+            vec!["compare", "/dev/zero", "--vs", s(&a)],
+            "is a character device",
+        ),
+        (vec!["report", s(&fifo), "--out", s(&report)], "is a FIFO"),
+        (
+            vec!["report", "/dev/zero", "--out", s(&report)],
+            "is a character device",
+        ),
+    ] {
+        let out = ends_within_a_minute(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(what), "{args:?}: {stderr}");
+        assert!(stderr.contains("not a regular file"), "{args:?}: {stderr}");
+    }
+}

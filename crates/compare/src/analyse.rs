@@ -69,6 +69,8 @@ pub enum CompareError {
     EmptySide(&'static str),
     /// The gate names a metric that is not there, or a maximum.
     Gate(String),
+    /// A side's histograms, each valid, do not add up into one: the side, and why.
+    Histograms(&'static str, String),
 }
 
 impl fmt::Display for CompareError {
@@ -89,6 +91,7 @@ impl fmt::Display for CompareError {
             }
             CompareError::EmptySide(side) => write!(f, "side {side} has no result file"),
             CompareError::Gate(problem) => f.write_str(problem),
+            CompareError::Histograms(side, e) => write!(f, "side {side}: {e}"),
         }
     }
 }
@@ -276,21 +279,42 @@ fn pooled(side: &[&RunFile], events: Events) -> (u64, f64) {
         .fold((0, 0.0), |(n, h), (dn, dh)| (n + dn, h + dh))
 }
 
-fn merged(side: &[Decoded], pick: Source) -> Histogram<u64> {
-    // A side has at least one run (checked before).
-    sum(side.iter().map(|d| match pick {
-        Source::Load => &d.load,
-        Source::Driver => &d.driver,
-        Source::Worker => &d.worker,
-    }))
+/// One side's histograms, each summed over its runs.
+struct Sums {
+    load: Histogram<u64>,
+    driver: Histogram<u64>,
+    worker: Histogram<u64>,
 }
 
-/// The sum of one side's histograms (at least one). They all have the engine's bounds for
-/// their scale (checked when decoded), so adding never fails.
-pub(crate) fn sum<'a>(hs: impl IntoIterator<Item = &'a Histogram<u64>>) -> Histogram<u64> {
-    merged_histograms(hs)
-        .expect("histograms of one scale add")
-        .expect("a side has a run")
+impl Sums {
+    /// Sums side `name`'s decoded runs (at least one, checked before).
+    fn of(name: &'static str, side: &[Decoded]) -> Result<Sums, CompareError> {
+        Ok(Sums {
+            load: sum(name, side.iter().map(|d| &d.load))?,
+            driver: sum(name, side.iter().map(|d| &d.driver))?,
+            worker: sum(name, side.iter().map(|d| &d.worker))?,
+        })
+    }
+
+    fn get(&self, pick: Source) -> &Histogram<u64> {
+        match pick {
+            Source::Load => &self.load,
+            Source::Driver => &self.driver,
+            Source::Worker => &self.worker,
+        }
+    }
+}
+
+/// The sum of side `side`'s histograms (at least one). Histograms of other bounds (not the
+/// engine's: another tool's, or forged) are re-scaled into one; `Err` when that would not fit
+/// in bounded memory.
+pub(crate) fn sum<'a>(
+    side: &'static str,
+    hs: impl IntoIterator<Item = &'a Histogram<u64>>,
+) -> Result<Histogram<u64>, CompareError> {
+    Ok(merged_histograms(hs)
+        .map_err(|e| CompareError::Histograms(side, e.to_string()))?
+        .expect("a side has a run"))
 }
 
 /// Checks a gate for run results before any run is made (`ab`): every metric a run result
@@ -314,6 +338,7 @@ pub fn compare(
             .collect()
     };
     let (da, db) = (decode_side(a)?, decode_side(b)?);
+    let (sa, sb) = (Sums::of("A", &da)?, Sums::of("B", &db)?);
     let ra: Vec<&RunFile> = a.iter().map(|(_, r)| r).collect();
     let rb: Vec<&RunFile> = b.iter().map(|(_, r)| r).collect();
     let workload = workload_diff(&ra, &rb);
@@ -361,14 +386,14 @@ pub fn compare(
         }
         let hists = m
             .quantile
-            .map(|(source, q)| (merged(&da, source), merged(&db, source), q));
+            .map(|(source, q)| (sa.get(source), sb.get(source), q));
         let f = Figures {
             name: m.name.to_owned(),
             unit: m.unit.to_owned(),
             higher_is_better: false,
             a: va,
             b: vb,
-            quantile: hists.as_ref().map(|(ha, hb, q)| (ha, hb, *q)),
+            quantile: hists,
         };
         out.push(judge(f, how, &mut rng));
     }
@@ -378,11 +403,11 @@ pub fn compare(
         ("worker wake-up latency", Source::Worker, Scale::Micros),
     ]
     .into_iter()
-    .filter(|(_, s, _)| !matches!(s, Source::Worker) || !merged(&da, *s).is_empty())
+    .filter(|(_, s, _)| !matches!(s, Source::Worker) || !sa.get(*s).is_empty())
     .map(|(name, source, scale)| SideDistribution {
         name: name.to_owned(),
-        a: EncodedHistogram::of(&merged(&da, source), scale),
-        b: EncodedHistogram::of(&merged(&db, source), scale),
+        a: EncodedHistogram::of(sa.get(source), scale),
+        b: EncodedHistogram::of(sb.get(source), scale),
     })
     .collect();
     let machines = |side: &Side| -> Vec<(PathBuf, Fingerprint)> {

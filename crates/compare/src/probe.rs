@@ -101,7 +101,7 @@ pub fn compare_probes(
     ];
     let names: Vec<String> = QUANTILES.iter().map(|(n, _)| (*n).to_owned()).collect();
     let plan = GatePlan::new(&names, options, Some(gate::PROBE_DEFAULT))?;
-    let (ma, mb) = (sum(&ha), sum(&hb));
+    let (ma, mb) = (sum("A", &ha)?, sum("B", &hb)?);
     let mut rng = StdRng::seed_from_u64(SEED);
     let mut metrics = Vec::new();
     for (name, q) in QUANTILES {

@@ -5,6 +5,10 @@ use crate::roots::{read, ReadError, Roots};
 use std::collections::BTreeMap;
 use std::io::Read;
 
+/// The most /proc/config.gz may inflate to: a kernel's configuration is a few hundred
+/// kilobytes.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 /// No kernel configuration could be read: why, for every place looked at.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", self.tried.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
@@ -40,7 +44,18 @@ impl KernelConfig {
         match std::fs::File::open(&gz) {
             Ok(file) => {
                 let mut text = String::new();
-                match flate2::read::GzDecoder::new(file).read_to_string(&mut text) {
+                // Bounded: a few kilobytes of gzip can inflate to gigabytes.
+                match flate2::read::GzDecoder::new(file)
+                    .take(MAX_CONFIG_BYTES + 1)
+                    .read_to_string(&mut text)
+                {
+                    Ok(n) if n as u64 > MAX_CONFIG_BYTES => tried.push(ReadError::Decompress {
+                        path: gz,
+                        source: std::io::Error::other(format!(
+                            "inflates past {} MiB, more than a kernel configuration holds",
+                            MAX_CONFIG_BYTES >> 20
+                        )),
+                    }),
                     Ok(_) => return Ok(KernelConfig::parse(&gz.display().to_string(), &text)),
                     Err(source) => tried.push(ReadError::Decompress { path: gz, source }),
                 }

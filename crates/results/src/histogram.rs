@@ -11,6 +11,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use xrunlab_engine::{Distribution, Scale};
 
+pub use crate::hdr_wire::MAX_COUNTERS;
+
 /// The `encoding` every [`EncodedHistogram`] names.
 pub const ENCODING: &str = "HdrHistogram V2 compressed, base64";
 
@@ -35,6 +37,14 @@ pub enum HistogramError {
     /// The bytes are not an HdrHistogram V2 compressed histogram (truncated, another format).
     #[error("data is not an HdrHistogram V2 histogram: {0}")]
     Format(#[source] DeserializeError),
+    /// The bytes are an HdrHistogram, but one that cannot be decoded within bounded memory or
+    /// without overflow: a length past the bytes present, bounds needing more than
+    /// [`MAX_COUNTERS`] counters, a count that is cut off or cannot be negated or summed.
+    #[error("data is not a usable HdrHistogram V2 histogram: {problem}")]
+    Invalid {
+        /// What is wrong, and what is allowed.
+        problem: String,
+    },
     /// The histogram is in other units than the reader expects.
     #[error(
         "histogram in {unit} × {units_per_value} per value, expected {expected_unit} × {expected_units_per_value}"
@@ -52,6 +62,12 @@ pub enum HistogramError {
     /// Two histograms have bounds that do not fit each other.
     #[error("histograms do not add: {0}")]
     Add(#[source] AdditionError),
+    /// Histograms whose bounds differ would need a sum larger than [`MAX_COUNTERS`] counters.
+    #[error("histograms do not add: {problem}")]
+    Bounds {
+        /// The bounds asked for, and what is allowed.
+        problem: String,
+    },
 }
 
 /// One histogram as interchange text.
@@ -99,8 +115,11 @@ impl EncodedHistogram {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(self.data.trim())
             .map_err(HistogramError::Base64)?;
+        // Checked first: the deserializer trusts the lengths and bounds it reads.
+        let plain = crate::hdr_wire::checked(&bytes)
+            .map_err(|problem| HistogramError::Invalid { problem })?;
         Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
+            .deserialize(&mut plain.as_ref())
             .map_err(HistogramError::Format)
     }
 
@@ -130,27 +149,58 @@ impl EncodedHistogram {
         let mut below = 0u64;
         for v in h.iter_recorded() {
             let x = h.lowest_equivalent(v.value_iterated_to()) as f64 / self.units_per_value;
-            out.push([x, (total - below) as f64 / total as f64]);
-            below += v.count_at_value();
+            // Decoded counts sum within u64 (checked), so neither saturates in practice.
+            out.push([x, total.saturating_sub(below) as f64 / total as f64]);
+            below = below.saturating_add(v.count_at_value());
         }
         Ok(out)
     }
 }
 
-/// The sum of histograms (`Ok(None)` for none); `Err` says why one does not fit the first's
-/// bounds (never for histograms of one [`Scale`]: they have the same bounds).
+/// The sum of histograms (`Ok(None)` for none). Histograms of one [`Scale`] have the same
+/// bounds and add as they are; others (from another tool, or forged) are re-scaled into one
+/// histogram spanning all their bounds at the finest precision among them, and `Err` says
+/// when that would need more than [`MAX_COUNTERS`] counters.
 pub fn merged<'a>(
     hs: impl IntoIterator<Item = &'a Histogram<u64>>,
 ) -> Result<Option<Histogram<u64>>, HistogramError> {
-    let mut it = hs.into_iter();
-    let Some(first) = it.next() else {
+    let hs: Vec<&Histogram<u64>> = hs.into_iter().collect();
+    let Some(first) = hs.first() else {
         return Ok(None);
     };
-    let mut out = first.clone();
-    for h in it {
-        out.add(h).map_err(HistogramError::Add)?;
+    let same = |h: &&Histogram<u64>| {
+        (h.low(), h.high(), h.sigfig()) == (first.low(), first.high(), first.sigfig())
+    };
+    let (mut out, rest) = if hs.iter().all(same) {
+        ((*first).clone(), &hs[1..])
+    } else {
+        (spanning(&hs)?, &hs[..])
+    };
+    for h in rest {
+        out.add(*h).map_err(HistogramError::Add)?;
     }
     Ok(Some(out))
+}
+
+/// An empty histogram whose bounds and precision cover all of `hs` (their maxima included).
+fn spanning(hs: &[&Histogram<u64>]) -> Result<Histogram<u64>, HistogramError> {
+    let low = hs.iter().map(|h| h.low()).min().unwrap_or(1);
+    let high = hs.iter().map(|h| h.high().max(h.max())).max().unwrap_or(2);
+    let digits = hs.iter().map(|h| h.sigfig()).max().unwrap_or(0);
+    let high = high.max(low.saturating_mul(2));
+    let counters = crate::hdr_wire::counters_for(low, high, u32::from(digits))
+        .map_err(|problem| HistogramError::Bounds { problem })?;
+    if counters > MAX_COUNTERS {
+        return Err(HistogramError::Bounds {
+            problem: format!(
+                "bounds {low}..{high} with {digits} digits together need {counters} counters \
+                 (allowed: {MAX_COUNTERS})"
+            ),
+        });
+    }
+    Histogram::new_with_bounds(low, high, digits).map_err(|e| HistogramError::Bounds {
+        problem: format!("bounds {low}..{high} with {digits} digits: {e:?}"),
+    })
 }
 
 /// The unit name of a scale.
@@ -231,12 +281,11 @@ mod tests {
             }
         ));
 
-        let small = Histogram::<u64>::new_with_bounds(1, 10, 1).unwrap();
-        let mut big = Histogram::<u64>::new_with_bounds(1, 1_000_000, 1).unwrap();
-        big.record(1_000_000).unwrap();
-        let e = merged([&small, &big]).unwrap_err();
+        let fine = Histogram::<u64>::new_with_bounds(1, 1 << 20, 5).unwrap();
+        let wide = Histogram::<u64>::new_with_bounds(1, u64::MAX, 1).unwrap();
+        let e = merged([&fine, &wide]).unwrap_err();
         assert!(e.to_string().starts_with("histograms do not add: "), "{e}");
-        assert!(e.source().unwrap().is::<AdditionError>());
+        assert!(matches!(e, HistogramError::Bounds { .. }));
     }
 
     #[test]
@@ -249,5 +298,128 @@ mod tests {
         assert_eq!(c, [[10.0, 1.0], [20.0, 0.5], [40.0, 0.25]]);
         let empty = EncodedHistogram::encode(&Distribution::new(Scale::Percent));
         assert!(empty.ccdf().unwrap().is_empty());
+    }
+
+    /// A plain V2 histogram (1..2^40 at 3 digits) whose counts are `payload`, base64-encoded.
+    fn forged(payload: &[u8]) -> EncodedHistogram {
+        let mut b = Vec::new();
+        b.extend_from_slice(&0x1c84_9313u32.to_be_bytes());
+        b.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        b.extend_from_slice(&0u32.to_be_bytes());
+        b.extend_from_slice(&3u32.to_be_bytes());
+        b.extend_from_slice(&1u64.to_be_bytes());
+        b.extend_from_slice(&(1u64 << 40).to_be_bytes());
+        b.extend_from_slice(&1.0f64.to_be_bytes());
+        b.extend_from_slice(payload);
+        EncodedHistogram {
+            data: base64::engine::general_purpose::STANDARD.encode(b),
+            ..EncodedHistogram::encode(&Distribution::new(Scale::Micros))
+        }
+    }
+
+    fn invalid(e: &EncodedHistogram) -> String {
+        match e.decode() {
+            Err(HistogramError::Invalid { problem }) => problem,
+            other => panic!("not refused as invalid: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_40_byte_histogram_asking_for_4_gib_is_refused_before_anything_is_allocated() {
+        let e = EncodedHistogram {
+            data: "HISTE/////8AAAAAAAAAAQAAAAAAAAABAAAAAAAAAAI/8AAAAAAAAA==".into(),
+            ..forged(&[])
+        };
+        assert_eq!(
+            invalid(&e),
+            "payload length is 4294967295 bytes but 0 follow the header"
+        );
+        assert!(e
+            .decode()
+            .unwrap_err()
+            .to_string()
+            .starts_with("data is not a usable HdrHistogram V2 histogram: payload length"));
+    }
+
+    #[test]
+    fn bounds_that_need_more_counters_than_allowed_are_refused() {
+        // 5 digits over all of u64: 6.3 million counters, 50 MB.
+        let mut e = forged(&[]);
+        let mut b = base64::engine::general_purpose::STANDARD
+            .decode(&e.data)
+            .unwrap();
+        b[12..16].copy_from_slice(&5u32.to_be_bytes());
+        b[24..32].copy_from_slice(&u64::MAX.to_be_bytes());
+        e.data = base64::engine::general_purpose::STANDARD.encode(b);
+        let p = invalid(&e);
+        assert!(
+            p.contains("with 5 digits need 6291456 counters (allowed: 1048576)"),
+            "{p}"
+        );
+    }
+
+    #[test]
+    fn a_zero_run_of_i64_min_is_an_error_not_an_overflow() {
+        // zig-zag u64::MAX is i64::MIN, which the deserializer would negate.
+        assert_eq!(
+            invalid(&forged(&[0xff; 9])),
+            "a run of zeros of length -i64::MIN (not a number)"
+        );
+    }
+
+    #[test]
+    fn counts_that_sum_past_u64_are_an_error_not_an_overflow() {
+        // Three counts of i64::MAX (zig-zag u64::MAX - 1).
+        let max = [0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        assert!(forged(&max.repeat(2)).ccdf().is_ok());
+        let e = forged(&max.repeat(3));
+        assert_eq!(invalid(&e), "counts add up to more than 2^64");
+        assert!(matches!(e.ccdf(), Err(HistogramError::Invalid { .. })));
+    }
+
+    #[test]
+    fn a_cut_off_count_is_an_error() {
+        assert_eq!(invalid(&forged(&[0x80])), "the last count is cut off");
+    }
+
+    #[test]
+    fn histograms_with_other_bounds_are_rescaled_into_one_whatever_the_order() {
+        // 1..2 at 1 digit, empty: the compare panic's input.
+        let odd = EncodedHistogram {
+            data: "HISTEwAAAAAAAAAAAAAAAQAAAAAAAAABAAAAAAAAAAI/8AAAAAAAAA==".into(),
+            ..forged(&[])
+        }
+        .decode()
+        .unwrap();
+        let mut tiny = Histogram::<u64>::new_with_bounds(1, 2, 1).unwrap();
+        tiny.record(2).unwrap();
+        let mut d = Distribution::new(Scale::Micros);
+        for v in [3.0, 250.0, 9_000_000.0] {
+            d.record(v);
+        }
+        let engine = d.histogram();
+        for order in [
+            vec![&odd, engine, &tiny],
+            vec![&tiny, &odd, engine],
+            vec![engine, &tiny],
+        ] {
+            let sum = merged(order).unwrap().unwrap();
+            assert_eq!(sum.len(), 4);
+            assert_eq!(sum.max(), sum.highest_equivalent(9_000_000_000));
+            assert_eq!(sum.min_nz(), 2);
+        }
+    }
+
+    #[test]
+    fn histograms_whose_union_needs_too_many_counters_do_not_add() {
+        let fine = Histogram::<u64>::new_with_bounds(1, 1 << 20, 5).unwrap();
+        let wide = Histogram::<u64>::new_with_bounds(1, u64::MAX, 1).unwrap();
+        let e = merged([&fine, &wide]).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "histograms do not add: bounds 1..18446744073709551615 with 5 digits together need"
+            ),
+            "{e}"
+        );
     }
 }

@@ -16,6 +16,7 @@ pub mod compare;
 pub mod doctor;
 pub mod doctor_measure;
 pub mod explain_cost;
+mod hdr_wire;
 pub mod histogram;
 pub mod lab;
 pub mod placement;

@@ -56,7 +56,9 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, CpuListError> {
         }
         Ok(n)
     };
-    let mut cpus = Vec::new();
+    // Ranges first, expanded once merged: a list repeating "0-65535" a thousand times names
+    // 65,536 CPUs, not 65 million.
+    let mut ranges = Vec::new();
     for part in s.split(',') {
         match part.split_once('-') {
             Some((a, b)) => {
@@ -67,13 +69,21 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, CpuListError> {
                         list: s.to_owned(),
                     });
                 }
-                cpus.extend(first..=last);
+                ranges.push((first, last));
             }
-            None => cpus.push(number(part)?),
+            None => {
+                let n = number(part)?;
+                ranges.push((n, n));
+            }
         }
     }
-    cpus.sort_unstable();
-    cpus.dedup();
+    ranges.sort_unstable();
+    let mut cpus = Vec::new();
+    for (first, last) in ranges {
+        // Sorted by first: only the part above the last CPU taken is new.
+        let from = cpus.last().map_or(first, |&top: &usize| first.max(top + 1));
+        cpus.extend(from..=last);
+    }
     Ok(cpus)
 }
 

@@ -43,6 +43,13 @@ fn invalid(path: &Path, what: &str) -> io::Error {
     )
 }
 
+/// The text of a procfs file; an error keeps its kind (`NotFound` for a thread that exited)
+/// and names the file.
+fn read_named(path: &Path) -> io::Result<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
 /// Reads the counters of thread `tid` of process `pid` from procfs mounted at `proc_root`
 /// (normally "/proc"). A thread that has exited gives `NotFound`; a file that does not parse
 /// gives `InvalidData` naming the file. `schedstat` and `sched` are optional.
@@ -51,7 +58,7 @@ pub fn read_thread_stat(proc_root: &Path, pid: i32, tid: i32) -> io::Result<Thre
     let mut out = ThreadStat::default();
 
     let stat_path = dir.join("stat");
-    let stat = std::fs::read_to_string(&stat_path)?;
+    let stat = read_named(&stat_path)?;
     let (utime_ticks, stime_ticks, last_cpu, (minor, major)) =
         parse_stat(&stat).ok_or_else(|| invalid(&stat_path, "unexpected stat line format"))?;
     out.minor_faults = minor;
@@ -62,7 +69,7 @@ pub fn read_thread_stat(proc_root: &Path, pid: i32, tid: i32) -> io::Result<Thre
     out.last_cpu = last_cpu;
 
     let status_path = dir.join("status");
-    let status = std::fs::read_to_string(&status_path)?;
+    let status = read_named(&status_path)?;
     out.voluntary_switches = status_field(&status, "voluntary_ctxt_switches").ok_or_else(|| {
         invalid(
             &status_path,
@@ -78,7 +85,7 @@ pub fn read_thread_stat(proc_root: &Path, pid: i32, tid: i32) -> io::Result<Thre
         })?;
 
     let schedstat_path = dir.join("schedstat");
-    match std::fs::read_to_string(&schedstat_path) {
+    match read_named(&schedstat_path) {
         Ok(s) => {
             let [run, wait, slices] = parse_schedstat(&s)
                 .ok_or_else(|| invalid(&schedstat_path, "expected three numbers"))?;
@@ -103,7 +110,7 @@ pub fn read_thread_stat(proc_root: &Path, pid: i32, tid: i32) -> io::Result<Thre
 /// "N kB" (kernel threads have no VmRSS).
 pub fn read_rss_bytes(proc_root: &Path, pid: &str) -> io::Result<u64> {
     let path = proc_root.join(pid).join("status");
-    let status = std::fs::read_to_string(&path)?;
+    let status = read_named(&path)?;
     status_kib(&status, "VmRSS")
         .map(|kib| kib.saturating_mul(1024))
         .ok_or_else(|| invalid(&path, "VmRSS missing or not \"N kB\""))
@@ -172,7 +179,7 @@ pub(crate) fn ticks_to_ns(ticks: u64, ticks_per_second: u64) -> u64 {
 /// 12): a cheap read of one file, for sampling often.
 pub fn read_thread_faults(proc_root: &Path, pid: i32, tid: i32) -> io::Result<(u64, u64)> {
     let path = proc_root.join(format!("{pid}/task/{tid}/stat"));
-    let stat = std::fs::read_to_string(&path)?;
+    let stat = read_named(&path)?;
     let (_, _, _, faults) =
         parse_stat(&stat).ok_or_else(|| invalid(&path, "unexpected stat line format"))?;
     Ok(faults)

@@ -148,9 +148,9 @@ fn parse_field_line(line: &str) -> Result<Field, FormatError> {
         if let Some(d) = part.strip_prefix("field:") {
             decl = Some(d.trim());
         } else if let Some(v) = part.strip_prefix("offset:") {
-            offset = Some(v.parse::<usize>().map_err(|_| bad("bad offset"))?);
+            offset = Some(within_record(v, "bad offset", "offset above 65535").map_err(bad)?);
         } else if let Some(v) = part.strip_prefix("size:") {
-            size = Some(v.parse::<usize>().map_err(|_| bad("bad size"))?);
+            size = Some(within_record(v, "bad size", "size above 65535").map_err(bad)?);
         } else if let Some(v) = part.strip_prefix("signed:") {
             signed = v == "1";
         }
@@ -181,12 +181,37 @@ fn parse_field_line(line: &str) -> Result<Field, FormatError> {
     })
 }
 
+/// The largest offset or size a field may declare: a record is at most a ring-buffer page, and
+/// `__data_loc` words address it with 16 bits. Keeps `offset + size` far from overflow.
+pub const MAX_RECORD_BYTES: usize = 65_535;
+
+/// A decimal offset or size of at most [`MAX_RECORD_BYTES`]; else `not_a_number` or
+/// `too_large`.
+fn within_record(
+    v: &str,
+    not_a_number: &'static str,
+    too_large: &'static str,
+) -> Result<usize, &'static str> {
+    match v.parse::<u64>() {
+        Ok(n) if n <= MAX_RECORD_BYTES as u64 => Ok(n as usize),
+        Ok(_) => Err(too_large),
+        Err(_) => Err(not_a_number),
+    }
+}
+
 impl Field {
+    /// The record bytes at `offset..offset + len`, `None` past its end (or past `usize`: a
+    /// [`Field`] made by hand can hold any offset).
+    #[inline]
+    fn span(raw: &[u8], offset: usize, len: usize) -> Option<&[u8]> {
+        raw.get(offset..offset.checked_add(len)?)
+    }
+
     /// Reads an integer field (1, 2, 4 or 8 bytes, native byte order), sign-extended when the
     /// format says signed. `None` when the record is too short or the size is unusual.
     #[inline]
     pub fn read_int(&self, raw: &[u8]) -> Option<i64> {
-        let bytes = raw.get(self.offset..self.offset + self.size)?;
+        let bytes = Self::span(raw, self.offset, self.size)?;
         let v = match (self.size, self.signed) {
             (1, false) => i64::from(bytes[0]),
             (1, true) => i64::from(bytes[0] as i8),
@@ -205,16 +230,16 @@ impl Field {
     #[inline]
     pub fn read_bytes<'r>(&self, raw: &'r [u8]) -> Option<&'r [u8]> {
         let bytes = match self.location {
-            FieldLocation::Inline => raw.get(self.offset..self.offset + self.size)?,
+            FieldLocation::Inline => Self::span(raw, self.offset, self.size)?,
             FieldLocation::DataLoc | FieldLocation::RelLoc => {
-                let word = raw.get(self.offset..self.offset + 4)?;
+                let word = Self::span(raw, self.offset, 4)?;
                 let loc = u32::from_ne_bytes(word.try_into().ok()?);
                 let mut start = (loc & 0xffff) as usize;
                 if self.location == FieldLocation::RelLoc {
-                    start += self.offset + 4;
+                    start = start.checked_add(self.offset.checked_add(4)?)?;
                 }
                 let len = (loc >> 16) as usize;
-                raw.get(start..start + len)?
+                Self::span(raw, start, len)?
             }
         };
         let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
@@ -286,6 +311,67 @@ mod tests {
         // A truncated record gives None, not a panic.
         assert_eq!(f.field("dest_cpu").unwrap().read_int(&raw[..20]), None);
         assert_eq!(f.field("comm").unwrap().read_bytes(&raw[..30]), None);
+    }
+
+    #[test]
+    fn forged_offsets_and_sizes_are_errors_and_never_overflow_a_read() {
+        for line in [
+            "field:int a;\toffset:18446744073709551615;\tsize:4;\tsigned:1;",
+            "field:int a;\toffset:65536;\tsize:4;\tsigned:1;",
+        ] {
+            let err = parse_field_line(line).unwrap_err();
+            assert!(
+                matches!(
+                    &err,
+                    FormatError::FieldLine {
+                        what: "offset above 65535",
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+        let err =
+            parse_field_line("field:char s[1];\toffset:8;\tsize:99999999;\tsigned:0;").unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                FormatError::FieldLine {
+                    what: "size above 65535",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let at_limit = parse_field_line("field:char s[1];\toffset:65535;\tsize:65535;\tsigned:0;");
+        assert_eq!(at_limit.unwrap().offset, MAX_RECORD_BYTES);
+        // A field made by hand (not parsed) at the end of usize reads nothing.
+        let raw = [0xffu8; 64];
+        for location in [
+            FieldLocation::Inline,
+            FieldLocation::DataLoc,
+            FieldLocation::RelLoc,
+        ] {
+            let far = Field {
+                name: "far".into(),
+                c_type: "int".into(),
+                offset: usize::MAX - 1,
+                size: 4,
+                signed: true,
+                location,
+            };
+            assert_eq!(far.read_int(&raw), None);
+            assert_eq!(far.read_bytes(&raw), None);
+        }
+        // A rel_loc word pointing past the record reads nothing.
+        let mut raw = [0u8; 16];
+        raw[0..4].copy_from_slice(&((0xffffu32 << 16) | 0xffff).to_ne_bytes());
+        let rel = Field {
+            offset: 0,
+            location: FieldLocation::RelLoc,
+            ..parse_field_line("field:__rel_loc char[] s;\toffset:0;\tsize:4;\tsigned:0;").unwrap()
+        };
+        assert_eq!(rel.read_bytes(&raw), None);
     }
 
     #[test]
