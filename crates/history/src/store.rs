@@ -101,7 +101,11 @@ impl History {
                 known: schema::VERSION,
             });
         }
-        schema::migrate_to(&mut self.conn, target).map_err(|e| self.sql(e))?;
+        // Only a file that needs it is written: a reader without write access to an up-to-date
+        // file (another user's recorder) still reads it.
+        if found < target {
+            schema::migrate_to(&mut self.conn, target).map_err(|e| self.sql(e))?;
+        }
         Ok(())
     }
 

@@ -16,5 +16,7 @@ mod serve;
 
 pub use exposition::escape_label_value;
 pub use metrics::{Metrics, MAX_XRUN_SERIES, WAKE_DELAY_BUCKETS};
-pub use recorder::{Input, Recorder, RecorderConfig, Stats, XrunInput};
+pub use recorder::{
+    spawn, Input, Recorder, RecorderConfig, RecorderHandle, Stats, XrunInput, INPUT_CAPACITY,
+};
 pub use serve::{serve_metrics, MetricsError, MetricsServer};

@@ -7,7 +7,7 @@
 use crate::Metrics;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use xrunlab_drift::{
@@ -367,4 +367,38 @@ impl Recorder {
         }
         Ok(())
     }
+}
+
+/// A recorder running on its own store thread.
+pub struct RecorderHandle {
+    /// Where watch's side sends its inputs. Bounded: send an xrun with `send` (it waits rather
+    /// than lose a card when the disk is slow), and cycle counts with `try_send` (a dropped
+    /// batch only undercounts the cycles' metric).
+    pub inputs: SyncSender<Input>,
+    thread: std::thread::JoinHandle<Result<Stats, HistoryError>>,
+}
+
+impl RecorderHandle {
+    /// Tells the store loop to stop, waits for it, and returns what it wrote.
+    pub fn stop(self) -> Result<Stats, HistoryError> {
+        let _ = self.inputs.send(Input::Stop);
+        match self.thread.join() {
+            Ok(result) => result,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+/// Inputs that may wait in the channel: a storm of xruns at 48 kHz / 64 is 750 a second, and
+/// the store writes each in well under a millisecond; this bounds the memory a stalled disk can
+/// take.
+pub const INPUT_CAPACITY: usize = 1024;
+
+/// Runs `recorder` on a thread of its own (`xrunlab-record`).
+pub fn spawn(recorder: Recorder) -> std::io::Result<RecorderHandle> {
+    let (inputs, rx) = std::sync::mpsc::sync_channel(INPUT_CAPACITY);
+    let thread = std::thread::Builder::new()
+        .name("xrunlab-record".into())
+        .spawn(move || recorder.run(rx))?;
+    Ok(RecorderHandle { inputs, thread })
 }

@@ -193,8 +193,8 @@ fn the_metrics_endpoint_counts_what_the_database_holds() {
         config(&tree),
     )
     .unwrap();
-    let (tx, rx) = std::sync::mpsc::sync_channel(64);
-    let store = std::thread::spawn(move || recorder.run(rx));
+    let store = xrunlab_record::spawn(recorder).unwrap();
+    let tx = store.inputs.clone();
     // A name with every character the format must escape.
     let odd = "my \"synth\" \\ v2\nbeta";
     for (node, kind, culprit) in [
@@ -222,8 +222,8 @@ fn the_metrics_endpoint_counts_what_the_database_holds() {
         time_ns: now_ns(),
     })
     .unwrap();
-    tx.send(Input::Stop).unwrap();
-    store.join().unwrap().unwrap();
+    let stats = store.stop().unwrap();
+    assert_eq!((stats.xruns, stats.drift), (4, 1));
 
     let (status, body) = get(server.addr(), "/metrics");
     assert!(status.contains("200"), "{status}");
