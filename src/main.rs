@@ -17,6 +17,7 @@ mod explain_run;
 mod explain_text;
 mod failure;
 mod files;
+mod history_cmd;
 mod jack_support;
 mod lab_cmd;
 mod man_cmd;
@@ -46,6 +47,7 @@ fn main() -> std::process::ExitCode {
         Some(cli::Command::Capacity(args)) => lab_cmd::capacity(args),
         Some(cli::Command::Report(args)) => report_cmd::report(args),
         Some(cli::Command::Watch(args)) => watch_cmd::watch(args),
+        Some(cli::Command::History(args)) => history_cmd::history(args),
         Some(cli::Command::Compare(args)) => compare_cmd::compare_cmd(args),
         Some(cli::Command::Ab(args)) => ab_cmd::ab(args),
         Some(cli::Command::Man(args)) => man_cmd::man(args),

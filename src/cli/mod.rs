@@ -9,6 +9,7 @@ pub mod compare;
 pub mod dashboard;
 pub mod docs;
 pub mod doctor;
+pub mod history;
 pub mod lab;
 pub mod parse;
 pub mod report;
@@ -64,6 +65,9 @@ pub enum Command {
     /// Name the culprit of every xrun in the live PipeWire or JACK graph: the late node, and
     /// what the kernel says took its time. Read-only: it changes nothing in the graph.
     Watch(watch::WatchArgs),
+    /// The flight recorder's history: the xruns on file with their causes, the top culprits,
+    /// and what changed on the machine (drift) among them; or one xrun's stored trace.
+    History(history::HistoryArgs),
     /// Did it get better? Compare run results (repeats, machines, kernels, settings) side A
     /// against side B per metric, with a 95 % interval, a verdict and its chance under noise.
     Compare(compare::CompareArgs),

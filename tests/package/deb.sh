@@ -2,6 +2,7 @@
 # The Debian package, built and tried as a user gets it: a release build with JACK and PipeWire,
 # its man pages and completions written by that binary, the book (docs/book, built by test.sh),
 # packaged by `cargo deb --no-build`, installed with dpkg, run from /usr/bin (--version, man -w,
+# the recorder's systemd unit present, verified and disabled,
 # a 2 s run, the dashboard serving its embedded page from another directory), then removed, so
 # the machine is left as it was. Needs root or sudo (dpkg), cargo-deb and man-db.
 set -euo pipefail
@@ -48,6 +49,20 @@ for f in /usr/share/bash-completion/completions/xrunlab /usr/share/zsh/vendor-co
   [ -s "$f" ] || { echo "tests/package: $f is missing from the package" >&2; exit 1; }
 done
 bash -n /usr/share/bash-completion/completions/xrunlab
+# The flight recorder's unit: shipped, well-formed for systemd, least privilege, and disabled.
+unit=/usr/lib/systemd/system/xrunlab-record@.service
+[ -s "$unit" ] || { echo "tests/package: $unit is missing from the package" >&2; exit 1; }
+for line in 'User=%i' 'AmbientCapabilities=CAP_PERFMON' 'CapabilityBoundingSet=CAP_PERFMON' \
+  'ProtectSystem=strict' 'NoNewPrivileges=yes' 'StateDirectory=xrunlab/%i'; do
+  grep -qxF "$line" "$unit" || { echo "tests/package: $unit lacks $line" >&2; exit 1; }
+done
+if command -v systemd-analyze >/dev/null; then
+  systemd-analyze verify "$unit"
+fi
+if ls /etc/systemd/system/*.wants/xrunlab-record@* >/dev/null 2>&1; then
+  echo "tests/package: installing the package enabled the recorder; it must ship disabled" >&2
+  exit 1
+fi
 (cd "$work" && /usr/bin/xrunlab run --duration 2s --json run.json)
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["summary"]["buffers"] > 0, r["summary"]' "$work/run.json"
 
