@@ -21,6 +21,7 @@ mod history_cmd;
 mod jack_support;
 mod lab_cmd;
 mod man_cmd;
+mod record_cmd;
 mod report_cmd;
 mod result;
 mod run_cmd;
@@ -48,6 +49,7 @@ fn main() -> std::process::ExitCode {
         Some(cli::Command::Report(args)) => report_cmd::report(args),
         Some(cli::Command::Watch(args)) => watch_cmd::watch(args),
         Some(cli::Command::History(args)) => history_cmd::history(args),
+        Some(cli::Command::Record(args)) => record_cmd::record(args),
         Some(cli::Command::Compare(args)) => compare_cmd::compare_cmd(args),
         Some(cli::Command::Ab(args)) => ab_cmd::ab(args),
         Some(cli::Command::Man(args)) => man_cmd::man(args),

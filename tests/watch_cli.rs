@@ -1197,3 +1197,95 @@ fn on_jack_lateness_passed_down_a_chain_is_blamed_on_the_client_upstream_that_ra
         summary.summary.nodes
     );
 }
+
+/// `xrunlab history --db DB --json`, read back.
+fn history_json(db: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["history", "--json", "--limit", "1000", "--db"])
+        .arg(db)
+        .output()
+        .expect("xrunlab history runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("history --json is JSON")
+}
+
+#[test]
+#[ignore = "needs root (SCHED_FIFO, affinity, kernel events), pipewire and pipewire-jack; test.sh runs it with --include-ignored"]
+fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9() {
+    for build in PipeWireBuild::all() {
+        let _turn = take_turn();
+        let pw = TestPipeWire::start_build(&build, 256);
+        let _calm = start_client({
+            let mut c = pw.pw_jack(&late_client());
+            c.args(["calm", "1000000", "0", "30"]);
+            c
+        });
+        pin_process(pw.pid(), 0);
+        let rt = fifo_threads(pw.pid());
+        assert!(!rt.is_empty(), "the server has no SCHED_FIFO thread");
+        pin(rt[0], 1);
+        let (_hog, hog_pid, spins) = start_hog(15_000, 700, 14);
+        let dir = scratch(&format!("record-{}", build.label()));
+        let db = dir.join("history.db");
+        // A recorder killed with SIGKILL mid-run, then another on the same file.
+        let mut first = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+            .args(["record", "--server", "pipewire", "--db"])
+            .arg(&db)
+            .envs(pw.env())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("record starts");
+        std::thread::sleep(Duration::from_secs(4));
+        // SAFETY: sending SIGKILL to our own child.
+        unsafe { libc::kill(first.id() as i32, libc::SIGKILL) };
+        let _ = first.wait();
+        let before = history_json(&db);
+        let kept = before["xruns"].as_array().map_or(0, Vec::len);
+        assert!(kept >= 2, "the killed recorder kept {kept} xruns: {before}");
+        let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+            .args(["record", "--server", "pipewire", "--duration", "5s", "--db"])
+            .arg(&db)
+            .envs(pw.env())
+            .output()
+            .expect("record runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let after = history_json(&db);
+        let xruns = after["xruns"].as_array().expect("xruns");
+        assert!(
+            xruns.len() > kept,
+            "{} xruns after, {kept} before",
+            xruns.len()
+        );
+        // Every spin of the hog left an xrun on file naming it as the driver's delay.
+        let spins: Vec<u64> = spins.try_iter().collect();
+        let named = xruns
+            .iter()
+            .filter(|x| {
+                x["kind"] == "driver_woke_late"
+                    && x["card"]["root"]["account"]["main_culprit"]["pid"].as_i64()
+                        == Some(i64::from(hog_pid))
+            })
+            .count();
+        assert!(
+            named + 2 >= spins.len(),
+            "{named} xruns on file name the hog, for {} spins: {after}",
+            spins.len()
+        );
+        // The database is whole after the kill.
+        let h = xrunlab_history::History::open_reader(&db).expect("the history opens");
+        assert_eq!(h.integrity_check().expect("integrity_check runs"), "ok");
+        assert!(
+            after["sessions"].as_array().is_some_and(|s| s.len() >= 2),
+            "both recorders' sessions on file: {}",
+            after["sessions"]
+        );
+    }
+}

@@ -12,6 +12,7 @@ pub mod doctor;
 pub mod history;
 pub mod lab;
 pub mod parse;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod watch;
@@ -68,6 +69,9 @@ pub enum Command {
     /// The flight recorder's history: the xruns on file with their causes, the top culprits,
     /// and what changed on the machine (drift) among them; or one xrun's stored trace.
     History(history::HistoryArgs),
+    /// The flight recorder: watch's analysis left running, every xrun's card kept in a SQLite
+    /// history with the drift that preceded it (see `history`); survives server restarts.
+    Record(record::RecordArgs),
     /// Did it get better? Compare run results (repeats, machines, kernels, settings) side A
     /// against side B per metric, with a 95 % interval, a verdict and its chance under noise.
     Compare(compare::CompareArgs),
