@@ -309,7 +309,6 @@ mod tests {
         assert_eq!(verdict_of([1.0, 5.0], 0.2), None);
     }
 
-    #[test]
     /// The term-by-term sum in log space that [`binomial_cdf`] replaced: exact, but one step
     /// per count. The reference for the counts it can still afford.
     fn summed_cdf(k: u64, n: u64, p: f64) -> f64 {

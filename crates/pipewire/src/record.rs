@@ -268,7 +268,7 @@ fn info(v: &Value) -> Result<Info, PodError> {
 
 fn clock(v: &Value) -> Result<Clock, PodError> {
     let mut f = Fields::of(v, "clock")?;
-    Ok(Clock {
+    Clock {
         flags: f.int()?,
         id: f.int()?,
         name: f.string()?,
@@ -283,7 +283,7 @@ fn clock(v: &Value) -> Result<Clock, PodError> {
         cycle: None,
         xrun_duration: None,
     }
-    .with_tail(f.rest())?)
+    .with_tail(f.rest())
 }
 
 impl Clock {

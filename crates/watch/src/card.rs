@@ -283,21 +283,12 @@ pub fn contradicts(busy: Option<u64>, account: &KernelAccount) -> bool {
 fn account_over(
     window: &Window,
     lookup: &dyn TaskLookup,
-    role: &str,
-    tid: i32,
+    thread: AudioThread,
     from: u64,
     to: u64,
-    wake_ns: Option<u64>,
-    end_ns: Option<u64>,
-    median_busy_ns: Option<u64>,
 ) -> (KernelAccount, Cause) {
-    let threads = [AudioThread {
-        role: role.to_owned(),
-        tid,
-        wake_ns,
-        end_ns,
-        median_busy_ns,
-    }];
+    let end_ns = thread.end_ns;
+    let threads = [thread];
     let blamed = blame(
         &BlameInput {
             period_start_ns: from,
@@ -402,6 +393,18 @@ fn occupant(
 /// A node's signal this long after the driver's start is a signal the driver was late to send.
 const SIGNAL_SLACK_NS: u64 = 100_000;
 
+/// The driver's thread as blame's audio thread, over a span ending at `to`: it has no
+/// engine stamps and no median of its own.
+fn driver_thread(tid: i32, to: u64) -> AudioThread {
+    AudioThread {
+        role: "the driver".to_owned(),
+        tid,
+        wake_ns: None,
+        end_ns: Some(to),
+        median_busy_ns: None,
+    }
+}
+
 /// A share of the span that is worth naming as a cause: at least a tenth of it, and 100 µs.
 fn significant(us_taken: f64, span_ns: u64) -> bool {
     us_taken >= 100.0 && us_taken * 1000.0 >= span_ns as f64 * 0.1
@@ -466,17 +469,7 @@ fn driver_root(
         );
         return (timing_kind, out);
     };
-    let (acc, cause) = account_over(
-        window,
-        lookup,
-        "the driver",
-        thread.tid,
-        from,
-        to,
-        None,
-        Some(to),
-        None,
-    );
+    let (acc, cause) = account_over(window, lookup, driver_thread(thread.tid, to), from, to);
     // The wake-up the driver was waiting for: from a little before the span (a timer that
     // fired in time, whose thread then waited) to its end.
     out.woken = first_wake(
@@ -492,17 +485,7 @@ fn driver_root(
     // too, while the graph catches up; what held the driver off then is the root.
     if !held_off && root.finding != Finding::DriverLate {
         let back = from.saturating_sub(CATCH_UP_NS).max(window.t0_ns);
-        let (before, _) = account_over(
-            window,
-            lookup,
-            "the driver",
-            thread.tid,
-            back,
-            to,
-            None,
-            Some(to),
-            None,
-        );
+        let (before, _) = account_over(window, lookup, driver_thread(thread.tid, to), back, to);
         let culprit = before
             .main_culprit
             .as_ref()
@@ -620,13 +603,16 @@ fn upstream_root(
             let (acc, _) = account_over(
                 w,
                 *l,
-                &root.name,
-                t.tid,
+                AudioThread {
+                    role: root.name.clone(),
+                    tid: t.tid,
+                    wake_ns: (root.awake_ns > 0).then_some(root.awake_ns),
+                    end_ns: (root.finish_ns > root.awake_ns && root.awake_ns > 0)
+                        .then_some(root.finish_ns),
+                    median_busy_ns,
+                },
                 from,
                 to,
-                (root.awake_ns > 0).then_some(root.awake_ns),
-                (root.finish_ns > root.awake_ns && root.awake_ns > 0).then_some(root.finish_ns),
-                median_busy_ns,
             );
             out.account = Some(acc);
         }
@@ -737,13 +723,15 @@ pub fn card(
             let (account, _) = account_over(
                 window,
                 *lookup,
-                &node.name,
-                thread.tid,
+                AudioThread {
+                    role: node.name.clone(),
+                    tid: thread.tid,
+                    wake_ns: (node.awake_ns > 0).then_some(node.awake_ns),
+                    end_ns: node.busy_ns().map(|_| node.finish_ns).or(Some(end)),
+                    median_busy_ns: xrun.median_busy_ns,
+                },
                 signal,
                 xrun.deadline_ns,
-                (node.awake_ns > 0).then_some(node.awake_ns),
-                node.busy_ns().map(|_| node.finish_ns).or(Some(end)),
-                xrun.median_busy_ns,
             );
             // A node that never started, and whose thread the kernel shows was never woken
             // (asleep, not waiting for a CPU), was not signalled: whoever should have is
@@ -781,6 +769,7 @@ pub fn card(
             k.blocked_us > span_us * 0.3 && k.ran_us < span_us * 0.25
         });
     let own_root = path.len() == 1;
+    let mut through_driver = None;
     if own_root && waited_on_something {
         if let Some(step) = xrun
             .signaller_path
@@ -792,27 +781,13 @@ pub fn card(
                 path.truncate(1);
                 path[0].finding = Finding::NotSignalled;
                 path.push(step.clone());
-                return Card {
-                    xrun: xrun.clone(),
-                    kind,
-                    path,
-                    app_name,
-                    mapping,
-                    wait_us: wait.map(us),
-                    busy_us: busy.map(us),
-                    busy_at_least,
-                    period_us: us(period_ns),
-                    kernel: kernel_account,
-                    kernel_missing,
-                    root: Some(account),
-                    unexplained: None,
-                    faults: None,
-                };
+                through_driver = Some((kind, Some(account), None));
             }
         }
     }
     let root = path.last().cloned();
     let (kind, root_account, unexplained) = match root {
+        _ if through_driver.is_some() => through_driver.expect("checked"),
         None => (
             Kind::Unexplained,
             None,

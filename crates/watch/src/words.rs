@@ -204,7 +204,7 @@ pub fn verdict(card: &Card) -> String {
                 "every node finished in time, but {}",
                 driver_part(card, root, r)
             ),
-            _ => format!("{}", card.kind.name()),
+            _ => card.kind.name().to_owned(),
         };
         return format!("{head}: {body}");
     };

@@ -618,7 +618,7 @@ fn the_callback_thread_is_the_one_the_server_wakes() {
 #[test]
 fn names_from_other_programs_reach_the_verdict_with_their_control_characters_escaped() {
     let x = first_xrun(node(7, start(20) + US, 20 * US, None, NodeStatus::Awake));
-    let mut c = card(&x, None, None, Kernel::Missing("not recorded"));
+    let mut c = card(&x, None, None, Kernel::Missing("not recorded"), &NoThreads);
     // A client can name its node anything: here a title change and a screen clear.
     c.xrun.node.as_mut().expect("a node").name = "synth\x1b]0;owned\x07\x1b[2J".into();
     c.kernel = Some(KernelAccount {
@@ -637,6 +637,7 @@ fn names_from_other_programs_reach_the_verdict_with_their_control_characters_esc
         interrupt_us: 0.0,
         migrations: 0,
         lost_events: 0,
+        culprits: vec![],
     });
     let text = words::verdict(&c);
     assert!(
@@ -650,4 +651,213 @@ fn names_from_other_programs_reach_the_verdict_with_their_control_characters_esc
     // The record keeps the raw names.
     let back: Card = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
     assert_eq!(back.xrun.node.unwrap().name, "synth\x1b]0;owned\x07\x1b[2J");
+}
+
+/// The driver's thread (tid 50 of process 40) as the card's root threads know it.
+struct DriverThread;
+
+impl xrunlab_watch::RootThreads for DriverThread {
+    fn thread_of(&self, role: xrunlab_watch::Role, _: u32) -> Option<xrunlab_watch::Mapping> {
+        (role == xrunlab_watch::Role::Driver).then(|| xrunlab_watch::Mapping {
+            pid: Some(40),
+            thread: Some(xrunlab_watch::RtThread {
+                tid: 50,
+                comm: "data-loop.0".into(),
+                policy: "SCHED_FIFO 88".into(),
+            }),
+            confidence: Confidence::High,
+            reason: "test".into(),
+        })
+    }
+}
+
+fn waking(ts: u64, cpu: u16, tid: i32, in_interrupt: bool) -> TraceEvent {
+    TraceEvent {
+        ts_ns: ts,
+        cpu,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(b"data-loop.0"),
+            tid,
+            prio: 11,
+            target_cpu: i32::from(cpu),
+            waking: true,
+            waker_tid: 0,
+            in_interrupt,
+        },
+    }
+}
+
+#[test]
+fn lateness_passed_down_a_chain_is_blamed_on_the_node_upstream_that_ran_long() {
+    let mut d = Detector::new();
+    // A (id 7) runs 100 µs, then signals B (id 8), which runs 1.5 ms: normal cycles.
+    let chain = |seq: u64, a_busy: u64| {
+        let s = start(seq);
+        let a = node(7, s + US, 20 * US, Some(a_busy), NodeStatus::Finished);
+        let b_signal = a.finish_ns + 2 * US;
+        let b = node(8, b_signal, 20 * US, Some(1_500 * US), NodeStatus::Finished);
+        cycle(seq, vec![a, b], Some(0))
+    };
+    for seq in 0..20 {
+        assert!(d.cycle(&chain(seq, 100 * US)).is_empty());
+    }
+    // A spikes to 4.5 ms: B, still 1.5 ms itself, ends past the cycle's end.
+    let x = d.cycle(&chain(20, 4_500 * US));
+    assert_eq!(x.len(), 1, "{x:?}");
+    assert_eq!(
+        x[0].node.as_ref().map(|n| n.id),
+        Some(8),
+        "B is the late one"
+    );
+    let names: Vec<&str> = x[0].path.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["node8", "node7"], "{:?}", x[0].path);
+    assert_eq!(x[0].path[0].finding, xrunlab_watch::Finding::NotSignalled);
+    assert_eq!(x[0].path[1].finding, xrunlab_watch::Finding::RanLong);
+    let c = card(&x[0], None, None, Kernel::Missing("-"), &NoThreads);
+    assert_eq!(c.kind, Kind::NodeRanLong);
+    let text = words::verdict(&c);
+    assert!(
+        text.contains(
+            "\"node8\" finished late: its signal came 4.40 ms late: upstream, \"node7\" ran long"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_driver_that_started_a_cycle_late_behind_a_hog_is_the_root_and_the_card_names_the_hog() {
+    let mut d = Detector::new();
+    for seq in 0..20 {
+        d.cycle(&normal(seq));
+    }
+    // The driver was due at `due` and started 7 ms later: a whole period lost, every node in time.
+    let mut late = normal(20);
+    let due = late.driver.signal_ns - 7_000 * US;
+    late.expected_start_ns = Some(due);
+    let x = d.cycle(&late);
+    assert_eq!(x.len(), 1, "{x:?}");
+    assert_eq!(x[0].evidence, Evidence::DriverLate);
+    // The driver's thread was woken on time, then waited behind a SCHED_FIFO 90 hog on CPU 1.
+    let events = vec![
+        switch(
+            due - 1_000 * US,
+            1,
+            ("data-loop.0", 50, 11, 1),
+            ("hog", 999, 9),
+        ),
+        waking(due + 5 * US, 1, 50, true),
+        switch(
+            late.driver.signal_ns - 10 * US,
+            1,
+            ("hog", 999, 9, 0),
+            ("data-loop.0", 50, 11),
+        ),
+    ];
+    let window = Window {
+        t0_ns: due - 20_000 * US,
+        t1_ns: late.driver.signal_ns + 30_000 * US,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let c = card(
+        &x[0],
+        None,
+        None,
+        Kernel::Window(&window, &Hogs),
+        &DriverThread,
+    );
+    assert_eq!(c.kind, Kind::DriverWokeLate, "{c:?}");
+    let root = c.root.as_ref().expect("the driver's account");
+    let culprit = root
+        .account
+        .as_ref()
+        .and_then(|a| a.main_culprit.as_ref())
+        .expect("a culprit");
+    assert_eq!((culprit.name.as_str(), culprit.pid), ("hog", Some(999)));
+    let text = words::verdict(&c);
+    assert!(
+        text.contains("the driver \"Dummy-Driver\" (thread data-loop.0, tid 50) woke 7.00 ms late, behind hog (pid 999, SCHED_FIFO 90) on CPU1"),
+        "{text}"
+    );
+    // The summary's table of what delayed the server's threads names the hog.
+    let mut tally = xrunlab_watch::Tally::default();
+    tally.add(&c);
+    let s = tally.summary(&d);
+    assert_eq!(
+        s.server_delays.first().map(|l| l.name.as_str()),
+        Some("hog")
+    );
+    assert!(
+        s.delay_verdict.starts_with("highest delay: hog (pid 999)"),
+        "{}",
+        s.delay_verdict
+    );
+}
+
+#[test]
+fn a_driver_woken_late_by_a_timer_with_nothing_in_its_way_is_a_late_interrupt() {
+    let mut d = Detector::new();
+    for seq in 0..20 {
+        d.cycle(&normal(seq));
+    }
+    let mut late = normal(20);
+    let due = late.driver.signal_ns - 7_000 * US;
+    late.expected_start_ns = Some(due);
+    let x = d.cycle(&late);
+    // Asleep until a timer interrupt woke it 7 ms late on an idle CPU 1.
+    let woke = late.driver.signal_ns - 20 * US;
+    let events = vec![
+        switch(
+            due - 1_000 * US,
+            1,
+            ("data-loop.0", 50, 11, 1),
+            ("swapper/1", 0, 120),
+        ),
+        TraceEvent {
+            ts_ns: woke - 2 * US,
+            cpu: 1,
+            kind: EventKind::HrtimerEntry { function: 0 },
+        },
+        waking(woke, 1, 50, true),
+        TraceEvent {
+            ts_ns: woke + 2 * US,
+            cpu: 1,
+            kind: EventKind::HrtimerExit,
+        },
+        switch(
+            woke + 5 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+    ];
+    let window = Window {
+        t0_ns: due - 20_000 * US,
+        t1_ns: late.driver.signal_ns + 30_000 * US,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let c = card(
+        &x[0],
+        None,
+        None,
+        Kernel::Window(&window, &Hogs),
+        &DriverThread,
+    );
+    assert_eq!(c.kind, Kind::InterruptLate, "{c:?}");
+    let woken = c
+        .root
+        .as_ref()
+        .and_then(|r| r.woken.as_ref())
+        .expect("its wake-up");
+    assert_eq!(woken.source, xrunlab_trace::WakeSource::Timer);
+    let text = words::verdict(&c);
+    assert!(
+        text.contains("by a timer interrupt (hrtimer) on CPU1"),
+        "{text}"
+    );
 }
