@@ -190,7 +190,7 @@ const NEGLIGIBLE: f64 = 1e-20;
 /// that a count in the trillions ends as fast as one in the thousands. The terms are walked
 /// outward from the mode, each from its neighbour (P(i + 1) / P(i) = (n − i)p / ((i + 1)q), so
 /// no coefficient overflows), until they are negligible: at most about 20 · sd + 50 steps.
-/// Above a sd of [`EXACT_SD_LIMIT`], the normal approximation with continuity correction.
+/// Above a sd of `EXACT_SD_LIMIT` (1e5), the normal approximation with continuity correction.
 pub fn binomial_cdf(k: u64, n: u64, p: f64) -> f64 {
     if k >= n || p <= 0.0 {
         return 1.0;

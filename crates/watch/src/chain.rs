@@ -2,7 +2,7 @@
 //! not the root: whatever should have signalled it (the node upstream of it in the graph, or the
 //! driver that starts the cycle) is followed until a step explains the lateness itself: it woke
 //! late, ran long, or, for the driver, started the cycle late. Timing only (the server's figures
-//! against each node's medians); the kernel's events refine the path in [`crate::card`]. A pure
+//! against each node's medians); the kernel's events refine the path in [`crate::card()`]. A pure
 //! function, run on watch's main thread.
 //!
 //! Who signalled a node is not in either server's figures: PipeWire gives each node's signal
@@ -226,7 +226,7 @@ pub fn root_path(
 }
 
 /// The path from whatever should have signalled node `n` (the node upstream, or the driver) to
-/// the root, by timing. [`crate::card`] uses it when the kernel shows the node's thread was
+/// the root, by timing. [`crate::card()`] uses it when the kernel shows the node's thread was
 /// never woken, or slept through its lateness.
 pub fn signaller_path(
     c: &Cycle,
