@@ -264,7 +264,7 @@ fn the_dashboard_serves_its_page_as_nobody_without_capabilities() {
                 "--sines",
                 "50",
                 "--token",
-                "nobody-1",
+                "nobody-token-0001",
             ])
             .env_remove("XRUNLAB_TOKEN"),
     );
@@ -279,7 +279,7 @@ fn the_dashboard_serves_its_page_as_nobody_without_capabilities() {
     let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
     let port: u16 = rest[..rest.find('/').unwrap()].parse().unwrap();
     // The token URL sets the session cookie and redirects to the page.
-    let redirect = get(port, "/?token=nobody-1", "");
+    let redirect = get(port, "/?token=nobody-token-0001", "");
     assert!(redirect.starts_with("HTTP/1.1 303"), "{redirect}");
     let cookie = redirect
         .lines()
@@ -297,7 +297,11 @@ fn the_dashboard_serves_its_page_as_nobody_without_capabilities() {
             || page.contains("<!DOCTYPE html"),
         "{page}"
     );
-    let status = get(port, "/api/status", "Authorization: Bearer nobody-1\r\n");
+    let status = get(
+        port,
+        "/api/status",
+        "Authorization: Bearer nobody-token-0001\r\n",
+    );
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
     stop_ok(child, libc::SIGINT, Duration::from_secs(20));
 }
