@@ -10,9 +10,14 @@ cd "$(dirname "$0")/.."
 top="$PWD/target/pw-1.4"
 version="1.4.2-1~bpo12+1"
 [ -x "$top/root/usr/bin/pipewire" ] && [ "$(cat "$top/root/.version" 2>/dev/null)" = "$version" ] && exit 0
-# The same mirror as the system's main suite.
-mirror=$(grep -rhs '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 | awk '{print $2}')
-[ -n "$mirror" ] || mirror=$(grep -rhs '^deb .* bookworm main' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null | head -1 | awk '{print $2}')
+# The mirror whose stanza (deb822) or line carries the `bookworm` suite itself; a machine may
+# have either form of sources, and others (security, a vendor's) beside them.
+mirror=$({ cat /etc/apt/sources.list.d/*.sources 2>/dev/null || true; } | awk '
+  /^URIs:/ { uri = $2 }
+  /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == "bookworm") found = 1 }
+  /^$/ { if (found && uri != "") { print uri; exit } found = 0; uri = "" }
+  END { if (found && uri != "") print uri }' | head -1)
+[ -n "$mirror" ] || mirror=$({ grep -hs '^deb .* bookworm main' /etc/apt/sources.list /etc/apt/sources.list.d/*.list || true; } | head -1 | awk '{print $2}')
 [ -n "$mirror" ] || { echo "tests/pipewire-1.4.sh: no Debian mirror in apt's sources" >&2; exit 1; }
 rm -rf "$top"
 mkdir -p "$top/apt/lists/partial" "$top/apt/cache/archives/partial" "$top/debs" "$top/root"

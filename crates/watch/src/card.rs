@@ -506,11 +506,8 @@ fn driver_root(
     // (an interrupt's deferred work, a timer's softirq in ksoftirqd, runs only after it), so
     // the wake-up was not late by itself.
     let occupied = if slept {
-        let cpu = out
-            .woken
-            .as_ref()
-            .map(|w| w.cpu)
-            .or_else(|| last_cpu(window, thread.tid, to));
+        // The driver's own CPU (where it last ran before the span's end), not its waker's.
+        let cpu = last_cpu(window, thread.tid, from).or_else(|| out.woken.as_ref().map(|w| w.cpu));
         cpu.and_then(|cpu| {
             occupant(
                 window,
@@ -693,13 +690,25 @@ pub fn card(
         return c;
     };
     let wait = node.wait_ns();
+    // Its own end: the cycle's, or its signal plus a period when that is later (a node stamped
+    // with the next cycle's signal).
+    let own_end = xrun
+        .deadline_ns
+        .max(node.signal_ns.saturating_add(period_ns));
     let (busy, busy_at_least) = match node.busy_ns() {
         Some(b) => (Some(b), false),
-        // Still running at the record: it worked at least until the deadline.
-        None if node.awake_ns > 0 => (Some(xrun.deadline_ns.saturating_sub(node.awake_ns)), true),
+        // Still running at the record: it worked at least until its end.
+        None if node.awake_ns > 0 => (Some(own_end.saturating_sub(node.awake_ns)), true),
         None => (None, false),
     };
-    let signal = if node.signal_ns > 0 {
+    // The node's span starts at its signal; a signal stamped by the next cycle (a whole period
+    // or more after this one's start) starts it at the cycle's start instead, so the account
+    // covers what kept it busy.
+    // A node whose own count went up (PipeWire 0.3.72 and later) overran the cycle before the
+    // record, whose stamps are already the next cycle's: its account starts a period earlier.
+    let signal = if xrun.evidence == Evidence::NodeCount {
+        xrun.cycle_start_ns.saturating_sub(period_ns)
+    } else if node.signal_ns > 0 && node.signal_ns < xrun.cycle_start_ns + period_ns * 9 / 10 {
         node.signal_ns
     } else {
         xrun.cycle_start_ns
@@ -718,7 +727,7 @@ pub fn card(
             let end = if node.busy_ns().is_some() {
                 node.finish_ns
             } else {
-                xrun.deadline_ns
+                own_end
             };
             let (account, _) = account_over(
                 window,
@@ -731,15 +740,15 @@ pub fn card(
                     median_busy_ns: xrun.median_busy_ns,
                 },
                 signal,
-                xrun.deadline_ns,
+                own_end,
             );
             // A node that never started, and whose thread the kernel shows was never woken
             // (asleep, not waiting for a CPU), was not signalled: whoever should have is
             // followed.
             let never_woken = node.awake_ns == 0
-                && first_wake(&window.events, thread.tid, signal, xrun.deadline_ns).is_none()
+                && first_wake(&window.events, thread.tid, signal, own_end).is_none()
                 && account.ran_us < 100.0
-                && !significant(account.waited_us, xrun.deadline_ns.saturating_sub(signal));
+                && !significant(account.waited_us, own_end.saturating_sub(signal));
             if never_woken && !xrun.signaller_path.is_empty() {
                 path.truncate(1);
                 path[0].finding = Finding::NotSignalled;
@@ -760,13 +769,15 @@ pub fn card(
             }
         }
     };
-    // A node whose own thread mostly slept through its lateness (blocked, or never woken)
-    // waited on something: when the server's own thread, which drives the cycle, was held off
+    // A node whose own thread mostly slept through its lateness (blocked, never woken, or not
+    // on its CPU for the BUSY the server could only bound) waited on something: when the server's own thread, which drives the cycle, was held off
     // its CPU meanwhile, the driver is the root.
     let waited_on_something = node.awake_ns == 0
         || kernel_account.as_ref().is_some_and(|k| {
-            let span_us = us(xrun.deadline_ns.saturating_sub(signal));
-            k.blocked_us > span_us * 0.3 && k.ran_us < span_us * 0.25
+            let span_us = us(own_end.saturating_sub(signal));
+            // A BUSY the server could only bound ("at least", the node not marked finished)
+            // that the kernel shows was not spent on the CPU was spent waiting.
+            k.ran_us < span_us * 0.25 && (k.blocked_us > span_us * 0.3 || busy_at_least)
         });
     let own_root = path.len() == 1;
     let mut through_driver = None;
@@ -776,7 +787,7 @@ pub fn card(
             .last()
             .filter(|s| s.role == Role::Driver)
         {
-            let (kind, account) = driver_root(xrun, step, Some(signal), &kernel, threads);
+            let (kind, account) = driver_root(xrun, step, Some(node.signal_ns), &kernel, threads);
             if kind == Kind::DriverWokeLate && account.account.is_some() {
                 path.truncate(1);
                 path[0].finding = Finding::NotSignalled;
@@ -794,7 +805,7 @@ pub fn card(
             Some("no path was traced".to_owned()),
         ),
         Some(r) if r.role == Role::Driver => {
-            let (kind, account) = driver_root(xrun, &r, Some(signal), &kernel, threads);
+            let (kind, account) = driver_root(xrun, &r, Some(node.signal_ns), &kernel, threads);
             (kind, Some(account), None)
         }
         Some(r) if r.id != node.id => {
@@ -802,7 +813,19 @@ pub fn card(
             (kind, Some(account), None)
         }
         Some(r) => {
-            let kind = own_kind(&r);
+            let mut kind = own_kind(&r);
+            // Stamps that say nothing (the next cycle's): the kernel's account of the node's
+            // thread over the overrun decides.
+            if let (Kind::Unexplained, Some(k)) = (kind, kernel_account.as_ref()) {
+                let span = own_end.saturating_sub(signal);
+                if k.main_culprit.as_ref().is_some_and(|c| c.kind != "idle")
+                    && significant(k.waited_us + k.interrupt_us, span)
+                {
+                    kind = Kind::NodeWokeLate;
+                } else if significant(k.ran_us, span) {
+                    kind = Kind::NodeRanLong;
+                }
+            }
             let why = (kind == Kind::Unexplained).then(|| {
                 "its signal, wait and work were each within its medians, and the driver started \
                  the cycle in time"

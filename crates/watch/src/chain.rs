@@ -98,30 +98,45 @@ fn excess(span: Option<u64>, median: Option<u64>) -> u64 {
     span.map_or(0, |s| s.saturating_sub(median.unwrap_or(0)))
 }
 
-/// The step of node `n`, with its largest excess: the signal's offset, the wait or the busy
-/// time. A node that had not started (or finished) by `end_ns` counts its span up to it.
-fn node_step(n: &NodeTiming, start: u64, end_ns: u64, m: Medians) -> Step {
+/// The step of node `n`: the largest excess of its signal's offset, its WAIT and its BUSY wins,
+/// and a late signal sends the path upstream. A signal stamped a whole period after the cycle's
+/// start is the next cycle's (PipeWire records a node still busy from one cycle so) and says
+/// nothing of a late signal. A node that had not started (or finished) by the end counts its
+/// span up to its own end: the cycle's end, or its signal plus a period when that is later.
+fn node_step(n: &NodeTiming, start: u64, end_ns: u64, period_ns: u64, m: Medians) -> Step {
+    let own_end = end_ns.max(n.signal_ns.saturating_add(period_ns));
     let offset = (n.signal_ns > 0).then(|| n.signal_ns.saturating_sub(start));
     let wait = if n.awake_ns > 0 {
         n.wait_ns()
     } else {
-        (n.signal_ns > 0).then(|| end_ns.saturating_sub(n.signal_ns))
+        (n.signal_ns > 0).then(|| own_end.saturating_sub(n.signal_ns))
     };
     let busy = if n.awake_ns > 0 {
         n.busy_ns()
-            .or_else(|| Some(end_ns.saturating_sub(n.awake_ns)))
+            .or_else(|| Some(own_end.saturating_sub(n.awake_ns)))
     } else {
         None
     };
-    let candidates = [
-        (Finding::NotSignalled, excess(offset, m.offset_ns)),
-        (Finding::WokeLate, excess(wait, m.wait_ns)),
-        (Finding::RanLong, excess(busy, m.busy_ns)),
-    ];
-    let (finding, excess_ns) = candidates
-        .into_iter()
-        .max_by_key(|(_, e)| *e)
-        .expect("three candidates");
+    let (wait_x, busy_x) = (excess(wait, m.wait_ns), excess(busy, m.busy_ns));
+    // A signal a whole period after the cycle's start (±10 %) is the next cycle's stamp on a
+    // node still busy from this one (PipeWire 1.x records it so): it says nothing of a late
+    // signal.
+    let next_cycles = offset.is_some_and(|o| o.abs_diff(period_ns) <= period_ns / 10);
+    let offset_x = if next_cycles {
+        0
+    } else {
+        excess(offset, m.offset_ns)
+    };
+    let own = if busy_x >= wait_x {
+        (Finding::RanLong, busy_x)
+    } else {
+        (Finding::WokeLate, wait_x)
+    };
+    let (finding, excess_ns) = if offset_x > own.1 {
+        (Finding::NotSignalled, offset_x)
+    } else {
+        own
+    };
     Step {
         role: Role::Node,
         id: n.id,
@@ -193,7 +208,8 @@ pub fn root_path(
     driver_busy: Option<u64>,
 ) -> Vec<Step> {
     let start = c.driver.signal_ns;
-    let mut path = vec![node_step(late, start, end_ns, medians(late.id))];
+    let period = c.period_ns();
+    let mut path = vec![node_step(late, start, end_ns, period, medians(late.id))];
     let mut current = late;
     // A cycle holds each node once, so the path ends within the followers' count.
     for _ in 0..=c.followers.len() {
@@ -204,7 +220,7 @@ pub fn root_path(
         let visited: Vec<u32> = path.iter().map(|s| s.id).collect();
         match signaller(c, current, &visited) {
             Some(up) => {
-                path.push(node_step(up, start, end_ns, medians(up.id)));
+                path.push(node_step(up, start, end_ns, period, medians(up.id)));
                 current = up;
             }
             None => {
