@@ -242,7 +242,16 @@ const SIDES = [
   { key: 'b', name: 'B', color: PALETTE[1] },
 ];
 /** Verdict colours: B better, worse, or no difference shown; undecided, not enough runs and not judged are grey (the GRID fallback). */
-const VERDICT = { better: '#3aa655', worse: DROPOUT, no_difference: '#9a9a9a' };
+/** @type {Record<string, string>} */
+const VERDICT = {
+  better: '#3aa655',
+  worse: DROPOUT,
+  no_difference: '#9a9a9a',
+  // No verdict: the data cannot decide, too few runs, or a maximum (never judged).
+  undecided: '#c8c8c8',
+  not_enough_runs: '#c8c8c8',
+  not_judged: '#c8c8c8',
+};
 
 /**
  * Complementary cumulative distributions overlaid, as cyclictest users plot them: x linear in
@@ -378,6 +387,7 @@ function changeBars(parent, kind, metrics) {
     { name: 'B better', color: VERDICT.better },
     { name: 'B worse', color: VERDICT.worse },
     { name: 'no difference shown', color: VERDICT.no_difference },
+    { name: 'no verdict (undecided, too few runs, a maximum)', color: VERDICT.undecided },
   ]);
 }
 

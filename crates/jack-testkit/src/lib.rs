@@ -171,16 +171,16 @@ impl Drop for TestServer {
     }
 }
 
-/// The `xrunlab-late-client` test binary (a JACK client that runs long every Nth cycle), found in
-/// the target directory of the running test. Cargo builds a package's binaries only for that
-/// package's own tests, so test.sh builds it first; a missing one fails the test with the command.
-pub fn late_client() -> PathBuf {
+/// A test binary of this crate (`xrunlab-late-client`, `xrunlab-rt-hog`), found in the target
+/// directory of the running test. Cargo builds a package's binaries only for that package's own
+/// tests, so test.sh builds them first; a missing one fails the test with the command.
+fn test_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
-    // target/<profile>/deps/<test> -> target/<profile>/xrunlab-late-client
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
     let path = exe
         .parent()
         .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("xrunlab-late-client"))
+        .map(|dir| dir.join(name))
         .expect("the test binary lies in target/<profile>/deps");
     assert!(
         path.exists(),
@@ -190,21 +190,15 @@ pub fn late_client() -> PathBuf {
     path
 }
 
-/// The `xrunlab-rt-hog` test binary (a SCHED_FIFO process that spins on one CPU at a steady
-/// interval), found beside the running test like [`late_client`].
+/// The `xrunlab-late-client` test binary: a JACK client that runs long every Nth cycle.
+pub fn late_client() -> PathBuf {
+    test_binary("xrunlab-late-client")
+}
+
+/// The `xrunlab-rt-hog` test binary: a SCHED_FIFO process that spins on one CPU at a steady
+/// interval.
 pub fn rt_hog() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let path = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("xrunlab-rt-hog"))
-        .expect("the test binary lies in target/<profile>/deps");
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build -p xrunlab-jack-testkit --bins` (test.sh does)",
-        path.display()
-    );
-    path
+    test_binary("xrunlab-rt-hog")
 }
 
 /// A PipeWire build to test against: the system's (Debian 12's 0.3.65), or the newer one that
