@@ -24,15 +24,7 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 
 fn open_source(args: &RecordArgs) -> Result<Box<dyn Source>, String> {
-    let jack = || watch_source::open_jack(args.jack_server.as_deref());
-    match args.server {
-        WatchServer::Pipewire => watch_source::open_pipewire(),
-        WatchServer::Jack => jack(),
-        WatchServer::Auto if watch_source::pipewire_answers() => watch_source::open_pipewire(),
-        WatchServer::Auto => {
-            jack().map_err(|e| format!("no PipeWire server answers on its socket, and JACK: {e}"))
-        }
-    }
+    watch_source::open(args.server, args.jack_server.as_deref())
 }
 
 /// A CLOCK_MONOTONIC time as ns since the Unix epoch.

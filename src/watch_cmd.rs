@@ -3,7 +3,6 @@
 //! tracer's reader and the server client's loop on threads of their own. Read-only: it changes
 //! nothing in the graph, the quantum, priorities or affinity.
 
-use crate::cli::parse::WatchServer;
 use crate::cli::watch::WatchArgs;
 use crate::files;
 use crate::signals::StopSignals;
@@ -142,16 +141,7 @@ impl Output {
 }
 
 fn open_source(args: &WatchArgs) -> Result<Box<dyn Source>, Failure> {
-    let jack = || watch_source::open_jack(args.jack_server.as_deref());
-    let opened = match args.server {
-        WatchServer::Pipewire => watch_source::open_pipewire(),
-        WatchServer::Jack => jack(),
-        WatchServer::Auto if watch_source::pipewire_answers() => watch_source::open_pipewire(),
-        WatchServer::Auto => {
-            jack().map_err(|e| format!("no PipeWire server answers on its socket, and JACK: {e}"))
-        }
-    };
-    opened.map_err(Failure::Runtime)
+    watch_source::open(args.server, args.jack_server.as_deref()).map_err(Failure::Runtime)
 }
 
 /// Runs `xrunlab watch`.

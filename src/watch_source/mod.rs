@@ -20,3 +20,19 @@ mod pipewire;
 pub use jack::open as open_jack;
 pub use pipewire::answers as pipewire_answers;
 pub use pipewire::open as open_pipewire;
+
+/// Opens the server `server` names (`auto`: PipeWire when it answers on its socket, else JACK),
+/// for `watch` and `record` alike.
+pub fn open(
+    server: crate::cli::parse::WatchServer,
+    jack_server: Option<&str>,
+) -> Result<Box<dyn xrunlab_watch::Source>, String> {
+    use crate::cli::parse::WatchServer;
+    match server {
+        WatchServer::Pipewire => open_pipewire(),
+        WatchServer::Jack => open_jack(jack_server),
+        WatchServer::Auto if pipewire_answers() => open_pipewire(),
+        WatchServer::Auto => open_jack(jack_server)
+            .map_err(|e| format!("no PipeWire server answers on its socket, and JACK: {e}")),
+    }
+}
