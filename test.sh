@@ -7,6 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# Each step prints its start and the minutes so far, so a slow step shows in CI's log.
+started=$SECONDS
+step() { printf '\n== test.sh [%dm%02ds] %s\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)) "$*"; }
+
 # Each check tests for what the build or a test really uses, not a neighbour of it.
 need_apt=()
 command -v jackd >/dev/null || need_apt+=(jackd2)
@@ -79,17 +83,23 @@ fi
 # and run here (CI runs as root), so a run without them never passes silently.
 # The rules the code claims, checked rather than remembered: formatting, clippy with warnings
 # as errors (including the real-time modules' disallowed allocation and lock calls), rustdoc.
+step fmt
 cargo fmt --all -- --check
+step clippy, all features
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+step clippy, default features
 # ... and with the default features (what `cargo run --release` builds): the code behind
 # `#[cfg(not(feature = ...))]` is compiled only there.
 cargo clippy --workspace --all-targets --locked -- -D warnings
+step rustdoc
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --locked
+step loom
 # The race checker: loom explores the render cycle's driver/worker hand-off (rt/loom_model.rs,
 # the futex model in rt/sync.rs) over every interleaving with at most 2 preemptions per
 # schedule (about 75 s on a 2-core VM). Its own target dir: --cfg loom rebuilds every crate.
 LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
   cargo test -p xrunlab-engine --release --lib --locked loom
+step the book
 # The book: built, then every link and anchor inside it checked (offline: no web link is
 # fetched; --root-dir resolves the 404 page's root-relative links).
 mdbook build docs
@@ -97,16 +107,23 @@ lychee --offline --include-fragments --no-progress --root-dir "$PWD/docs/book" d
 # The README's links into the book, the crates and the pictures.
 lychee --offline --no-progress README.md
 
+step PipeWire 1.4.2 unpacked
 # The live PipeWire tests run on the system's PipeWire (Debian 12's 0.3.65) and on 1.4.2, which
 # most users run: unpacked (not installed) under target/pw-1.4 from Debian's bookworm-backports.
 bash tests/pipewire-1.4.sh
+step build
 # The JACK and watch tests drive a real late client and an RT hog (crates/jack-testkit); cargo
-# builds a package's binaries only for that package's tests, so build them first.
-cargo build -p xrunlab-jack-testkit --bins --locked
+# builds a package's binaries only for that package's tests, so build them first (with the
+# features of the test run below, so that it and the browser tests reuse these builds).
+cargo build --workspace --bins --features jack,pipewire,soak-client --locked
+step tests
 # soak-client: `bench soak --dashboard`'s WebSocket reader (tests/cli/soak.rs), not shipped.
 cargo test --workspace --features jack,pipewire,soak-client --locked -- --include-ignored
+step browser tests
 # The browser tests drive the binary the Rust tests just built (with JACK).
 cargo build --features jack,pipewire,soak-client --locked --bin xrunlab
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh
+step Debian package
 # The Debian package: built from a release build, installed with dpkg, run from /usr/bin, removed.
 bash tests/package/deb.sh
+step done
