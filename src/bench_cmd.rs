@@ -1,4 +1,6 @@
-//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as a table (and JSON); `bench soak` is in `bench_soak`, `bench explain` in `bench_explain`, `bench compare` in `bench_compare`; runs on the main thread.
+//! `xrunlab bench`: kernel throughput per core and the engine's own overhead per buffer, printed as
+//! a table (and JSON); `bench soak` is in `bench_soak`, `bench explain` in `bench_explain`, `bench
+//! compare` in `bench_compare`; runs on the main thread.
 
 use crate::cli::{BenchArgs, BenchMode};
 use crate::Failure;

@@ -1,4 +1,7 @@
-//! `xrunlab bench explain`: the lab crate's explain-cost experiment (`probe explain-cost`), printed as it goes (each run's row, the comparison, the cost per event, the capacity searches) and written as the experiments' JSON after every part, so an interrupted bench keeps what it measured; runs on the main thread.
+//! `xrunlab bench explain`: the lab crate's explain-cost experiment (`probe explain-cost`), printed
+//! as it goes (each run's row, the comparison, the cost per event, the capacity searches) and
+//! written as the experiments' JSON after every part, so an interrupted bench keeps what it
+//! measured; runs on the main thread.
 
 use crate::cli::bench::ExplainBenchArgs;
 use crate::signals::StopSignals;

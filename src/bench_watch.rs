@@ -187,7 +187,7 @@ fn one_mode(
         cards: records.len(),
         named,
         with_node,
-        delay_p50_ms: delays.get(delays.len() / 2).copied(),
+        delay_p50_ms: xrunlab_stats::median_interpolated(&delays),
         delay_max_ms: delays.last().copied(),
         lost: kernel_events.lost,
         kernel_note: kernel_events.note,

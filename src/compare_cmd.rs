@@ -10,7 +10,8 @@ use xrunlab_compare::{
     compare, compare_experiments, compare_probes, gate_verdicts, Options, DEFAULT_MARGIN_PCT,
 };
 use xrunlab_results::compare::CompareResult;
-use xrunlab_results::lab::{kind_of, parse_experiment, Experiment, SCHEMA as LAB_SCHEMA};
+use xrunlab_results::experiment::{parse_experiment, ExperimentFile};
+use xrunlab_results::lab::{kind_of, SCHEMA as LAB_SCHEMA};
 use xrunlab_results::probe::{parse_wakeup, WakeupFile, KIND as WAKEUP_KIND};
 use xrunlab_results::read::read_typed;
 use xrunlab_results::run::{RunFile, SCHEMA};
@@ -46,7 +47,7 @@ fn read_probes(files: &[PathBuf]) -> Result<Vec<(PathBuf, WakeupFile)>, Failure>
 }
 
 /// Reads each file as an experiment result of one of the kinds compare reads.
-fn read_experiments(files: &[PathBuf]) -> Result<Vec<(PathBuf, Experiment)>, Failure> {
+fn read_experiments(files: &[PathBuf]) -> Result<Vec<(PathBuf, ExperimentFile)>, Failure> {
     files
         .iter()
         .map(|p| {

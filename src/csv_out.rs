@@ -1,4 +1,6 @@
-//! Streams one CSV row per buffer as buffers are drained, into an in-progress file beside the target that is flushed every second and renamed to the target when the run ends; runs on the main thread.
+//! Streams one CSV row per buffer as buffers are drained, into an in-progress file beside the
+//! target that is flushed every second and renamed to the target when the run ends; runs on the
+//! main thread.
 //!
 //! Why not write the target directly: a run killed with SIGKILL must neither
 //! destroy the previous file at that path nor lose what it measured. The rows

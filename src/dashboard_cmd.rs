@@ -1,4 +1,6 @@
-//! `xrunlab` / `xrunlab dashboard`: starts the engine on the chosen device and serves the live dashboard until SIGINT, SIGTERM or SIGHUP (whose handlers the binary installs, see `signals`); runs on the main thread (the dashboard starts its own threads).
+//! `xrunlab` / `xrunlab dashboard`: starts the engine on the chosen device and serves the live
+//! dashboard until SIGINT, SIGTERM or SIGHUP (whose handlers the binary installs, see `signals`);
+//! runs on the main thread (the dashboard starts its own threads).
 
 use crate::cli::DashboardArgs;
 use crate::devices;

@@ -1,4 +1,5 @@
-//! Opens the audio device a command asked for (simulated, or JACK when built with it); runs on the main thread.
+//! Opens the audio device a command asked for (simulated, or JACK when built with it); runs on the
+//! main thread.
 
 use crate::cli::parse::DeviceKind;
 use crate::cli::run::EngineArgs;

@@ -1,12 +1,12 @@
-//! `xrunlab doctor`: checks the machine, optionally applies one reversible setting and measures process-local toggles, prints the report and writes the JSON; runs on the main thread (stop signals only set flags it polls).
+//! `xrunlab doctor`: checks the machine, optionally applies one reversible setting and measures
+//! process-local toggles, prints the report and writes the JSON; runs on the main thread (stop
+//! signals only set flags it polls).
 
 use crate::cli::doctor::DoctorArgs;
 use crate::files;
 use crate::Failure;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use xrunlab_doctor::apply::{self, Setting};
 use xrunlab_doctor::journal;
@@ -15,20 +15,6 @@ use xrunlab_doctor::{Options, Roots};
 use xrunlab_engine::EngineConfig;
 use xrunlab_results::doctor::{AppliedInfo, DoctorResult, SCHEMA};
 use xrunlab_sys::Provenance;
-
-/// The stop signals: each only sets a flag (no immediate exit), because an applied setting
-/// must be undone before the process ends.
-fn stop_flag() -> Result<Arc<AtomicBool>, Failure> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for signal in [SIGINT, SIGTERM, SIGHUP] {
-        signal_hook::flag::register(signal, flag.clone()).map_err(|e| {
-            Failure::Runtime(format!(
-                "cannot install the handler for signal {signal}: {e}"
-            ))
-        })?;
-    }
-    Ok(flag)
-}
 
 fn options(args: &DoctorArgs) -> Result<Options, Failure> {
     use xrunlab_engine::config::{BUFFER_FRAMES_RANGE, SAMPLE_RATE_RANGE};
@@ -179,7 +165,8 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
         }
         Err(e) => say(&format!("warning: {e}\n\n")),
     }
-    let stop = stop_flag()?;
+    // Signals only set a flag (no immediate exit): an applied setting must be undone first.
+    let stop = crate::signals::stop_flag().map_err(Failure::Runtime)?;
     let provenance = Provenance::collect(env!("CARGO_PKG_VERSION"), &roots.proc, &roots.sys);
 
     let mut applied = match args.apply {

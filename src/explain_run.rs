@@ -1,4 +1,6 @@
-//! What `run --explain` and `run --trace` add to a run: the kernel tracer and blame cards (the engine's [`Explainer`]) and the Perfetto trace file, fed with every drained buffer; runs on the main thread, which is not real-time (the tracer's reader inherits that).
+//! What `run --explain` and `run --trace` add to a run: the kernel tracer and blame cards (the
+//! engine's [`Explainer`]) and the Perfetto trace file, fed with every drained buffer; runs on the
+//! main thread, which is not real-time (the tracer's reader inherits that).
 
 use crate::cli::run::RunArgs;
 use crate::trace_file::{TraceFile, TraceFileReport};

@@ -1,6 +1,8 @@
-//! The `--explain` and `--trace` lines of the run summary: the tracer, lost kernel events, the dropouts' verdicts, the top-culprits table and the card that accounts for the most time; runs on the main thread.
+//! The `--explain` and `--trace` lines of the run summary: the tracer, lost kernel events, the
+//! dropouts' verdicts, the top-culprits table and the card that accounts for the most time; runs on
+//! the main thread.
 
-use crate::result::RunResult;
+use crate::run_file::RunResult;
 use std::fmt::Write;
 use xrunlab_engine::explain::trace::{BlameCard, Culprit, CulpritKind, CulpritTotal, Who};
 use xrunlab_engine::explain::Dropout;

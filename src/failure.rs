@@ -13,6 +13,15 @@ pub enum Failure {
     Runtime(String),
 }
 
+/// `xrunlab debug-backtrace`: prints a backtrace of this call as a panic would (forced, whatever
+/// RUST_BACKTRACE says), so a user or the package's test can see whether frames name their
+/// files and lines. Never inlined, so that its own frame is there to name.
+#[inline(never)]
+pub fn print_backtrace() -> Result<(), Failure> {
+    println!("{}", std::backtrace::Backtrace::force_capture());
+    Ok(())
+}
+
 /// Prints the failure (if any) on stderr and gives the process's exit code.
 pub fn exit_code(outcome: Result<(), Failure>) -> ExitCode {
     match outcome {

@@ -1,4 +1,6 @@
-//! Result files on disk: checks that a path can be written without touching it, and writes whole files atomically (through results' `PartialFile`: a partial file beside the target, fsynced, then renamed); runs on the main thread.
+//! Result files on disk: checks that a path can be written without touching it, and writes whole
+//! files atomically (through results' `PartialFile`: a partial file beside the target, fsynced,
+//! then renamed); runs on the main thread.
 
 use crate::Failure;
 use std::path::Path;

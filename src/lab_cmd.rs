@@ -1,4 +1,7 @@
-//! The experiment commands (`probe`, `sweep`, `capacity`; also `bench explain`'s parameters): validate flags, run the lab crate's experiment with a progress bar and the stop signals, print its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked incomplete); runs on the main thread.
+//! The experiment commands (`probe`, `sweep`, `capacity`; also `bench explain`'s parameters):
+//! validate flags, run the lab crate's experiment with a progress bar and the stop signals, print
+//! its summary and write its JSON and CSV atomically (also after Ctrl-C or SIGTERM, marked
+//! incomplete); runs on the main thread.
 
 use crate::cli::lab::{
     BufferArgs, CapacityArgs, ExplainCostArgs, LabOut, PlacementArgs, PolicyArg, ProbeArgs,

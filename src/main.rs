@@ -1,4 +1,5 @@
-//! The `xrunlab` binary: parses arguments, dispatches to a command, and maps errors to exit codes in one place; runs on the main thread.
+//! The `xrunlab` binary: parses arguments, dispatches to a command, and maps errors to exit codes
+//! in one place; runs on the main thread.
 
 mod ab_cmd;
 mod bench_cmd;
@@ -23,8 +24,8 @@ mod lab_cmd;
 mod man_cmd;
 mod record_cmd;
 mod report_cmd;
-mod result;
 mod run_cmd;
+mod run_file;
 mod signals;
 mod summary_text;
 mod trace_file;
@@ -54,6 +55,7 @@ fn main() -> std::process::ExitCode {
         Some(cli::Command::Ab(args)) => ab_cmd::ab(args),
         Some(cli::Command::Man(args)) => man_cmd::man(args),
         Some(cli::Command::Completions(args)) => man_cmd::completions(args),
+        Some(cli::Command::DebugBacktrace) => failure::print_backtrace(),
         None => dashboard_cmd::dashboard(&cli.dashboard),
     };
     failure::exit_code(outcome)

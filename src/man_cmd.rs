@@ -1,4 +1,6 @@
-//! `xrunlab man` and `xrunlab completions`: man pages (clap_mangen) and shell completion scripts (clap_complete) made from the same clap definitions as the parser, so they never drift from it; runs on the main thread.
+//! `xrunlab man` and `xrunlab completions`: man pages (clap_mangen) and shell completion scripts
+//! (clap_complete) made from the same clap definitions as the parser, so they never drift from it;
+//! runs on the main thread.
 
 use crate::cli::docs::{CompletionsArgs, ManArgs};
 use crate::cli::Cli;

@@ -1,10 +1,12 @@
-//! `xrunlab run` and `xrunlab render`: start the engine, collect every buffer, script bursts and faults, checkpoint the JSON every 10 s, and write the summary, JSON and CSV at the end, also on a stop signal or device failure; runs on the main thread.
+//! `xrunlab run` and `xrunlab render`: start the engine, collect every buffer, script bursts and
+//! faults, checkpoint the JSON every 10 s, and write the summary, JSON and CSV at the end, also on
+//! a stop signal or device failure; runs on the main thread.
 
 use crate::cli::run::{EngineArgs, RenderArgs, RunArgs};
 use crate::csv_out::{CsvOut, CsvRows};
 use crate::explain_run::Extras;
 use crate::files;
-use crate::result::{with_extras, write_json, EngineFacts};
+use crate::run_file::{with_extras, write_json, EngineFacts};
 use crate::signals::StopSignals;
 use crate::Failure;
 use std::path::{Path, PathBuf};
@@ -14,8 +16,6 @@ use xrunlab_engine::{Device, Engine, EngineConfig, Injection, Repeat, RunCollect
 use xrunlab_results::run::{EndOfRun, Event};
 use xrunlab_sys::{Fingerprint, Provenance};
 
-/// How often the main thread drains the record rings.
-const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 /// How often a run rewrites its JSON while it goes, so that a killed run
 /// leaves a result at most this old.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(10);
@@ -101,7 +101,7 @@ impl Session {
     /// Waits one drain interval, drains, flushes the CSV when due and writes a
     /// checkpoint when one is due; returns the time since the start.
     fn tick(&mut self) -> Duration {
-        std::thread::sleep(DRAIN_INTERVAL);
+        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
         let Session {
             collector,
             csv,

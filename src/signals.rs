@@ -1,4 +1,7 @@
-//! Termination signals: SIGINT (Ctrl-C), SIGTERM (`kill`, systemd, `timeout`, Docker) and SIGHUP (a closed terminal) end a run, or the dashboard, cleanly; registered with signal-hook on the main thread, whose handlers only store atomics or wake the `xrl-signals` thread. The binary owns the process's signals; the libraries take a stop flag or future.
+//! Termination signals: SIGINT (Ctrl-C), SIGTERM (`kill`, systemd, `timeout`, Docker) and SIGHUP (a
+//! closed terminal) end a run, or the dashboard, cleanly; registered with signal-hook on the main
+//! thread, whose handlers only store atomics or wake the `xrl-signals` thread. The binary owns the
+//! process's signals; the libraries take a stop flag or future.
 
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -45,6 +48,19 @@ impl StopSignals {
             .find(|(signal, _)| *signal as usize == which)
             .map(|(_, name)| *name)
     }
+}
+
+/// Installs handlers for the three stop signals that only set the returned flag and never exit,
+/// however many arrive: for a command that must finish something first, whatever happens
+/// (doctor undoes the settings it applied; bench soak writes the samples it took). The command
+/// polls the flag.
+pub fn stop_flag() -> Result<Arc<AtomicBool>, String> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for (signal, name) in STOP_SIGNALS {
+        signal_hook::flag::register(signal, flag.clone())
+            .map_err(|e| format!("cannot install the {name} handler: {e}"))?;
+    }
+    Ok(flag)
 }
 
 /// Installs handlers for the three stop signals and returns a future that completes when the

@@ -1,6 +1,7 @@
-//! The human-readable run summary printed at the end of `run` and `render`; runs on the main thread.
+//! The human-readable run summary printed at the end of `run` and `render`; runs on the main
+//! thread.
 
-use crate::result::{thread_name, RunResult};
+use crate::run_file::{thread_name, RunResult};
 use std::fmt::Write;
 use xrunlab_engine::Percentiles;
 

@@ -1,4 +1,6 @@
-//! `run --trace FILE`: a Perfetto trace of the run (Chrome JSON trace event format), streamed as buffers are drained into `FILE.PID.partial` and committed over `FILE` at the end (results' `PartialFile`: fsync, rename); runs on the main thread.
+//! `run --trace FILE`: a Perfetto trace of the run (Chrome JSON trace event format), streamed as
+//! buffers are drained into `FILE.PID.partial` and committed over `FILE` at the end (results'
+//! `PartialFile`: fsync, rename); runs on the main thread.
 //!
 //! What it holds: one track per audio thread with a `wake-up` slice (period start to the
 //! thread running) and a `render` slice (its work) per buffer; counters for load, active
@@ -9,7 +11,6 @@
 //! are written past the cap). A write error (a full disk) ends the trace with a warning; the
 //! run goes on and its result says so.
 
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab_engine::explain::counters::SystemCounters;
@@ -17,29 +18,11 @@ use xrunlab_engine::explain::perfetto::BufferTrace;
 use xrunlab_engine::explain::trace::{Cursor, PerfettoOptions, PerfettoWriter, TraceEvent, Tracer};
 use xrunlab_engine::explain::Dropout;
 use xrunlab_engine::{BufferReport, ThreadInfo};
+pub use xrunlab_results::run::TraceFileReport;
 use xrunlab_results::write::PartialFile;
 
 /// How often power and CPU frequency counters are sampled.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
-
-/// What the trace file holds, for the result and the summary.
-#[derive(Debug, Clone, Serialize)]
-pub struct TraceFileReport {
-    /// The trace file (or, when it stopped early, the in-progress file that holds what was written).
-    pub path: PathBuf,
-    /// Trace events written.
-    pub events_written: u64,
-    /// Events left out by `--trace-max-events` (dropout instants are never left out).
-    pub events_dropped_by_cap: u64,
-    /// Keep the slices of one buffer in this many.
-    pub every_nth_buffer: u32,
-    /// Kernel events that aged out of the tracer's window before the file got them.
-    pub kernel_events_missed: u64,
-    /// True when the file was closed as valid JSON and renamed into place.
-    pub complete: bool,
-    /// Why the trace stopped early (e.g. the disk filled up).
-    pub warning: Option<String>,
-}
 
 /// A trace file being written.
 pub struct TraceFile {

@@ -11,9 +11,10 @@ use crate::watch_view::{LiveView, Screen};
 use crate::Failure;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use xrunlab_results::line_log::LineLog;
 use xrunlab_results::watch::{KernelNote, WatchResult, SCHEMA};
 use xrunlab_results::write::PartialFile;
 use xrunlab_sys::printable;
@@ -30,8 +31,8 @@ struct Output {
     started: Instant,
     /// The live node view, unless --batch or stdout is not a terminal.
     view: Option<LiveView>,
-    /// `--json-lines`: one record a line into its partial file, committed at the end.
-    lines: Option<PartialFile>,
+    /// `--json-lines`: one record a line, appended to the named file as it happens.
+    lines: Option<LineLog>,
     /// `--trace`: streamed into its partial file, committed at the end when complete.
     trace: Option<PerfettoWriter<PartialFile>>,
     tracks: HashMap<u32, Track>,
@@ -53,14 +54,8 @@ impl Output {
         if let Some(out) = self.lines.as_mut() {
             // When it was printed, for the delay from the xrun to its card (bench watch).
             let record = json!({"verdict": verdict, "reported_ns": now_ns(), "card": c});
-            let cannot = |e: &dyn std::fmt::Display, partial: &Path| {
-                Failure::Runtime(format!("cannot write {}: {e}", partial.display()))
-            };
-            serde_json::to_writer(&mut *out, &record).map_err(|e| cannot(&e, out.partial()))?;
-            // One record a line, on disk as it happens: a killed watch loses none.
-            writeln!(out)
-                .and_then(|_| out.flush())
-                .map_err(|e| cannot(&e, out.partial()))?;
+            // One record a line, in the file as it happens: a killed watch loses none.
+            out.append(&record)?;
         }
         if let Some(t) = self.trace.as_mut() {
             let track = c
@@ -146,15 +141,18 @@ fn open_source(args: &WatchArgs) -> Result<Box<dyn Source>, Failure> {
 
 /// Runs `xrunlab watch`.
 pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
-    for (flag, path) in [
-        ("--json", &args.json),
-        ("--json-lines", &args.json_lines),
-        ("--trace", &args.trace),
-    ] {
+    for (flag, path) in [("--json", &args.json), ("--trace", &args.trace)] {
         if let Some(p) = path {
             files::check_writable(flag, p)?;
         }
     }
+    // A log, appended to (never truncated) and readable while watch runs.
+    let lines = match &args.json_lines {
+        Some(target) => {
+            Some(LineLog::open(target).map_err(|e| Failure::Usage(format!("--json-lines: {e}")))?)
+        }
+        None => None,
+    };
     let signals = StopSignals::install().map_err(Failure::Runtime)?;
     let mut provenance = Provenance::collect(
         env!("CARGO_PKG_VERSION"),
@@ -165,10 +163,6 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
     let server = source.describe();
     let reports_timing = source.reports_timing();
     let mut watcher = Watcher::new(source, KernelSide::start(args.no_kernel));
-    let lines = match &args.json_lines {
-        Some(target) => Some(PartialFile::create(target)?),
-        None => None,
-    };
     let trace = match &args.trace {
         Some(p) => Some(PerfettoWriter::to_writer(
             PartialFile::with_capacity(p, 1 << 16)?,
@@ -184,6 +178,13 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
     let kernel_words = watcher.kernel().words();
     println!("watching {server}; read-only, nothing in the graph is changed");
     println!("kernel events: {kernel_words}");
+    if let Some(log) = lines.as_ref().filter(|l| l.earlier_bytes() > 0) {
+        println!(
+            "--json-lines: appending to {} ({} bytes from earlier runs kept)",
+            printable(&log.path().display().to_string()),
+            log.earlier_bytes()
+        );
+    }
     let note = (!reports_timing && watcher.kernel().tracer.is_none()).then(|| {
         "JACK2 reports no per-client timing: WAIT and BUSY come from the kernel's wake chain, \
          which is not recorded"
@@ -292,7 +293,7 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
         )?;
     }
     if let Some(lines) = out.lines.take() {
-        lines.commit()?;
+        lines.sync()?;
     }
     if let Some(t) = out.trace.take() {
         if let Some(w) = finish_trace(t) {

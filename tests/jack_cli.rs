@@ -1,4 +1,5 @@
-//! `xrunlab run --device jack` as a user runs it, against a `jackd -d dummy` each test starts on its own thread and stops by pid (a drop guard).
+//! `xrunlab run --device jack` as a user runs it, against a `jackd -d dummy` each test starts on
+//! its own thread and stops by pid (a drop guard).
 #![cfg(feature = "jack")]
 
 use std::process::{Child, Command, Stdio};

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use xrunlab_jack_testkit::{late_client, take_turn, PipeWireBuild, TestPipeWire, TestServer};
 use xrunlab_results::bench_watch::read_bench_watch;
 use xrunlab_results::watch::{read_watch, WatchResult};
@@ -823,6 +823,80 @@ fn sigterm_ends_a_watch_cleanly_with_its_files() {
         "--json-lines is in place, even with no xrun in it"
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("watched JACK server"));
+}
+
+#[test]
+fn json_lines_is_a_log_read_while_watch_runs_and_an_earlier_log_is_appended_to() {
+    let _turn = take_turn();
+    let server = TestServer::start("xwatchlog", 256);
+    let _client = start_client({
+        let mut c = Command::new(late_client());
+        c.args(["late", "40", "8000", "30"])
+            .env("JACK_DEFAULT_SERVER", server.name());
+        c
+    });
+    let dir = scratch("jack-log");
+    let lines = dir.join("xruns.jsonl");
+    // An earlier run's log, its last line cut off by a kill mid-write.
+    std::fs::write(&lines, "{\"earlier\":1}\n{\"cut\":").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args([
+            "watch",
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--batch",
+            "--no-kernel",
+        ])
+        .arg("--json-lines")
+        .arg(&lines)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    // While watch runs, the named file itself grows by whole records.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = 0;
+    while Instant::now() < deadline {
+        let text = std::fs::read_to_string(&lines).unwrap();
+        seen = text.lines().skip(2).count();
+        if seen >= 2 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: kill with the pid of a child we spawned and have not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().expect("watch ends");
+    assert!(
+        seen >= 2,
+        "records appeared in {} while watch ran: {seen}",
+        lines.display()
+    );
+    assert!(out.status.success(), "SIGTERM is a clean end");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("appending to") && stdout.contains("bytes from earlier runs kept"),
+        "{stdout}"
+    );
+    let text = std::fs::read_to_string(&lines).unwrap();
+    let all: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        all[..2],
+        ["{\"earlier\":1}", "{\"cut\":"],
+        "the earlier log kept"
+    );
+    for line in &all[2..] {
+        let record: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a whole JSON record a line: {e}: {line}"));
+        assert!(record["card"]["kind"].is_string(), "a card: {line}");
+    }
+    let partials: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .collect();
+    assert!(partials.is_empty(), "no partial file: {partials:?}");
 }
 
 #[test]

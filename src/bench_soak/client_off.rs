@@ -1,4 +1,5 @@
-//! `bench soak --dashboard` in a build without the `soak-client` feature: says how to get one (its WebSocket reader is a test client, left out of the shipped binary); runs on the main thread.
+//! `bench soak --dashboard` in a build without the `soak-client` feature: says how to get one (its
+//! WebSocket reader is a test client, left out of the shipped binary); runs on the main thread.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

@@ -1,4 +1,6 @@
-//! `bench soak --dashboard`'s WebSocket reader (the `soak-client` feature): a client that reads the dashboard's telemetry frames as a page would, counting them; runs as a task on the soak's tokio runtime.
+//! `bench soak --dashboard`'s WebSocket reader (the `soak-client` feature): a client that reads the
+//! dashboard's telemetry frames as a page would, counting them; runs as a task on the soak's tokio
+//! runtime.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

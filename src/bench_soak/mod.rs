@@ -1,4 +1,9 @@
-//! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (the lab crate's `soak::run_path`: engine, run collector with its summary; the optional CSV rows are written here) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader, in `client_on.rs` behind the `soak-client` feature), sampling the process's resident memory with the lab crate's sampler to show it stays flat; prints each sample and writes the JSON after each; runs on the main thread (the dashboard mode adds its own threads).
+//! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (the lab
+//! crate's `soak::run_path`: engine, run collector with its summary; the optional CSV rows are
+//! written here) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader,
+//! in `client_on.rs` behind the `soak-client` feature), sampling the process's resident memory with
+//! the lab crate's sampler to show it stays flat; prints each sample and writes the JSON after
+//! each; runs on the main thread (the dashboard mode adds its own threads).
 
 use crate::cli::SoakArgs;
 use crate::csv_out::{CsvOut, CsvRows};
@@ -28,18 +33,6 @@ mod client;
 pub use xrunlab_lab::soak::SOAK_BUFFER_FRAMES;
 /// How often the dashboard loop looks at the clock and the interrupt flag between samples.
 const TICK: Duration = Duration::from_millis(100);
-
-/// Sets a flag on Ctrl-C, SIGTERM or SIGHUP so the soak ends early with the samples taken so far.
-fn interrupt_flag() -> Arc<AtomicBool> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let flag = Arc::new(AtomicBool::new(false));
-    for signal in [SIGINT, SIGTERM, SIGHUP] {
-        // A failed registration leaves that signal's default action, which ends the soak
-        // with the samples already written to its JSON.
-        let _ = signal_hook::flag::register(signal, flag.clone());
-    }
-    flag
-}
 
 fn mb(bytes: f64) -> f64 {
     bytes / 1e6
@@ -150,7 +143,8 @@ pub fn soak(args: &SoakArgs) -> Result<(), Failure> {
         print_sample(r);
         write_json(json, r, &json_error);
     });
-    let interrupted = interrupt_flag();
+    // Signals only set a flag, so the soak ends early with the samples taken so far.
+    let interrupted = crate::signals::stop_flag().map_err(Failure::Runtime)?;
     let engine = Engine::start(config, device)?;
     let end = if args.dashboard {
         dashboard_path(args, engine, &mut sampler, &interrupted)?

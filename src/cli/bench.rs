@@ -1,4 +1,5 @@
-//! `bench`'s arguments (its table, `bench soak`, `bench explain`, `bench watch`); parsed on the main thread.
+//! `bench`'s arguments (its table, `bench soak`, `bench explain`, `bench watch`); parsed on the
+//! main thread.
 
 use super::parse::{parse_duration, ExplainCostFlags, WatchServer};
 use clap::{Args, Subcommand};

@@ -1,4 +1,5 @@
-//! The dashboard's arguments (`xrunlab dashboard`, and `xrunlab` with no subcommand); parsed on the main thread.
+//! The dashboard's arguments (`xrunlab dashboard`, and `xrunlab` with no subcommand); parsed on the
+//! main thread.
 
 use super::parse::duration_within;
 use clap::Args;

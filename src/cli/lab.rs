@@ -1,4 +1,5 @@
-//! `probe`, `sweep` and `capacity`'s arguments (the experiments; `lab_cmd` turns them into the lab crate's parameters); parsed on the main thread.
+//! `probe`, `sweep` and `capacity`'s arguments (the experiments; `lab_cmd` turns them into the lab
+//! crate's parameters); parsed on the main thread.
 
 use super::parse::{parse_duration, within, CapacityPreset, DeviceKind, ExplainCostFlags};
 use clap::{Args, Subcommand, ValueEnum};

@@ -1,4 +1,5 @@
-//! The command line: `Cli` and its `Command`s (clap derive), each command family's arguments in its own module, the value parsers they share in the leaf `parse`; parsed on the main thread.
+//! The command line: `Cli` and its `Command`s (clap derive), each command family's arguments in its
+//! own module, the value parsers they share in the leaf `parse`; parsed on the main thread.
 //!
 //! Only this module joins families: the families use `parse` and nothing else of `cli`, so the
 //! engine's flags (`run::EngineArgs`) reach the dashboard and `bench soak` as a type parameter
@@ -83,4 +84,8 @@ pub enum Command {
     Man(docs::ManArgs),
     /// Print a shell completion script for these commands and flags.
     Completions(docs::CompletionsArgs),
+    /// Print a backtrace of this call, to check that backtraces name files and lines (they do
+    /// where the debug file is installed; see the install page). Hidden: a diagnostic.
+    #[command(hide = true)]
+    DebugBacktrace,
 }

@@ -1,4 +1,6 @@
-//! The value parsers and value kinds several command families share (durations, ranges from the engine's table, the device, the capacity preset, the watched server); a leaf: it uses nothing else from `cli`. Runs on the main thread, while clap parses.
+//! The value parsers and value kinds several command families share (durations, ranges from the
+//! engine's table, the device, the capacity preset, the watched server); a leaf: it uses nothing
+//! else from `cli`. Runs on the main thread, while clap parses.
 
 use clap::{Args, ValueEnum};
 use std::time::Duration;

@@ -1,4 +1,6 @@
-//! The engine's flags (`EngineArgs`, shared by run, render, the dashboard, `bench soak` and each side of `ab`) and their conversion into a validated engine configuration, and `run` and `render`'s arguments; parsed on the main thread.
+//! The engine's flags (`EngineArgs`, shared by run, render, the dashboard, `bench soak` and each
+//! side of `ab`) and their conversion into a validated engine configuration, and `run` and
+//! `render`'s arguments; parsed on the main thread.
 
 use super::parse::{parse_chord, parse_duration, within, DeviceKind};
 use clap::{Args, ValueEnum};

@@ -1,4 +1,5 @@
-//! `--device jack` in a build without JACK support: explains how to build with it; runs on the main thread.
+//! `--device jack` in a build without JACK support: explains how to build with it; runs on the main
+//! thread.
 
 use super::JackArgs;
 use xrunlab_engine::{Device, DeviceError, DeviceErrorKind, EngineConfig};

@@ -1,4 +1,5 @@
-//! `--device jack` in a build with JACK support: connects to the running server; runs on the main thread.
+//! `--device jack` in a build with JACK support: connects to the running server; runs on the main
+//! thread.
 
 use super::JackArgs;
 use xrunlab_engine::{Device, DeviceError, EngineConfig};

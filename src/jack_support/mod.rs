@@ -1,4 +1,5 @@
-//! `--device jack` for the CLI: opens the JACK device when the build has JACK support, or says how to build with it; runs on the main thread.
+//! `--device jack` for the CLI: opens the JACK device when the build has JACK support, or says how
+//! to build with it; runs on the main thread.
 //!
 //! The feature is chosen by file, not by `cfg` at call sites: `enabled.rs`
 //! with the `jack` cargo feature, `disabled.rs` without it. Both export

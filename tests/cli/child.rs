@@ -1,4 +1,5 @@
-//! Starting, signalling and waiting for the `xrunlab` processes under test, shared by the modules of the cli test binary; runs on test threads.
+//! Starting, signalling and waiting for the `xrunlab` processes under test, shared by the modules
+//! of the cli test binary; runs on test threads.
 
 use crate::xrunlab;
 use std::io::{BufRead, BufReader};

@@ -308,7 +308,7 @@ fn near(hist_us: f64, exact_us: f64) -> bool {
 
 #[test]
 fn compare_reads_experiment_results_typed_with_their_histograms_and_refuses_other_settings() {
-    use xrunlab_results::lab::{parse_experiment, Experiment};
+    use xrunlab_results::experiment::{parse_experiment, ExperimentFile};
 
     let dir = scratch("compare-lab");
     let (a, b) = {
@@ -323,7 +323,7 @@ fn compare_reads_experiment_results_typed_with_their_histograms_and_refuses_othe
     let mut counts = Vec::new();
     for p in [&a, &b] {
         let text = std::fs::read_to_string(p).unwrap();
-        let Experiment::Sleep(r) = parse_experiment(p, &text).unwrap() else {
+        let ExperimentFile::Sleep(r) = parse_experiment(p, &text).unwrap() else {
             panic!("{} reads as a probe sleep result", p.display())
         };
         assert_eq!(r.kind, "probe.sleep");
@@ -445,7 +445,7 @@ fn capacity_file(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
 
 #[test]
 fn compare_judges_capacity_higher_is_better_with_the_repeats_histograms() {
-    use xrunlab_results::lab::{parse_experiment, Experiment};
+    use xrunlab_results::experiment::{parse_experiment, ExperimentFile};
 
     let dir = scratch("compare-capacity");
     let (a, b) = {
@@ -457,7 +457,7 @@ fn compare_judges_capacity_higher_is_better_with_the_repeats_histograms() {
     };
     for p in [&a, &b] {
         let text = std::fs::read_to_string(p).unwrap();
-        let Experiment::Capacity(r) = parse_experiment(p, &text).unwrap() else {
+        let ExperimentFile::Capacity(r) = parse_experiment(p, &text).unwrap() else {
             panic!("{} reads as a capacity result", p.display())
         };
         let point = &r.result.points[0];

@@ -1,4 +1,6 @@
-//! The dashboard command's access flags as a user runs them: `--token` sets the token that the printed URL carries and the API needs, `--no-token` serves without one and warns; and the binary's own signal handling: SIGINT, SIGTERM and SIGHUP each stop it cleanly.
+//! The dashboard command's access flags as a user runs them: `--token` sets the token that the
+//! printed URL carries and the API needs, `--no-token` serves without one and warns; and the
+//! binary's own signal handling: SIGINT, SIGTERM and SIGHUP each stop it cleanly.
 
 use crate::child::{spawn_dashboard, stop_ok};
 use std::io::{Read, Write};

@@ -1,4 +1,6 @@
-//! `xrunlab doctor` as a user runs it: the report and its JSON on this machine, the system facts a run's JSON carries, `--measure --quick` with a verdict for every toggle, `--apply` on fixture trees (undone at exit and on SIGTERM, kept with --keep, refused without cpufreq), and bad input.
+//! `xrunlab doctor` as a user runs it: the report and its JSON on this machine, the system facts a
+//! run's JSON carries, `--measure --quick` with a verdict for every toggle, `--apply` on fixture
+//! trees (undone at exit and on SIGTERM, kept with --keep, refused without cpufreq), and bad input.
 
 use crate::child::{piped, signal, wait_within};
 use crate::{json, run_json, scratch, usage_error, xrunlab};

@@ -1,4 +1,5 @@
-//! Every invalid flag value is a usage error: exit code 2 and a message naming the flag and what is allowed.
+//! Every invalid flag value is a usage error: exit code 2 and a message naming the flag and what is
+//! allowed.
 
 use crate::{usage_error, xrunlab};
 

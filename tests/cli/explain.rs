@@ -1,4 +1,8 @@
-//! `run --explain` and `run --trace` on the real kernel: an RT hog on the audio CPU is named in a dropout's card, an injected stall is blamed on the engine's own render, no privileges means a stated reason and a finished run, the Perfetto file holds a render slice per buffer and thread and an instant per dropout, SIGTERM leaves a valid trace and no tracing state, a full disk ends the trace with a warning. The root tests run one at a time (they share CPU 1).
+//! `run --explain` and `run --trace` on the real kernel: an RT hog on the audio CPU is named in a
+//! dropout's card, an injected stall is blamed on the engine's own render, no privileges means a
+//! stated reason and a finished run, the Perfetto file holds a render slice per buffer and thread
+//! and an instant per dropout, SIGTERM leaves a valid trace and no tracing state, a full disk ends
+//! the trace with a warning. The root tests run one at a time (they share CPU 1).
 
 use crate::child::{output_as_nobody, require_root, spawn_run, stop_ok, wait_ok};
 use crate::{cpus_alone, json, partials, run_json, run_ok, scratch, xrunlab};

@@ -1,10 +1,11 @@
-//! The experiments (`probe`, `sweep`, `capacity`) end to end in `--quick` mode: the figures they write obey the properties the measurement guarantees, and bad ranges are usage errors.
+//! The experiments (`probe`, `sweep`, `capacity`) end to end in `--quick` mode: the figures they
+//! write obey the properties the measurement guarantees, and bad ranges are usage errors.
 
 use crate::child::{spawn, stop_ok};
 use crate::{cpus_alone, cpus_shared, json, run_ok, scratch, usage_error};
 use std::time::Duration;
 use xrunlab_engine::Scale;
-use xrunlab_results::lab::{parse_experiment, Experiment};
+use xrunlab_results::experiment::{parse_experiment, ExperimentFile};
 
 /// `command FLAG VALUE` is a usage error naming the flag and what is allowed, for each
 /// (flag, value, allowed).
@@ -15,7 +16,7 @@ fn bad_values(command: &[&str], cases: &[(&str, &str, &str)]) {
 }
 
 /// An experiment's file read back as its type.
-fn experiment(path: &std::path::Path) -> Experiment {
+fn experiment(path: &std::path::Path) -> ExperimentFile {
     let text = std::fs::read_to_string(path).unwrap();
     parse_experiment(path, &text).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -256,7 +257,7 @@ fn placement_probe_flags_a_thread_stalled_on_purpose_as_a_straggler() {
         assert!(t["completion_ms"].as_f64().unwrap() > 0.0);
     }
     // Read back typed: every buffer of each thread's work is in its histogram.
-    let Experiment::Placement(typed) = experiment(&j) else {
+    let ExperimentFile::Placement(typed) = experiment(&j) else {
         panic!("a placement result")
     };
     let buffers = typed.result.params["work_partial_samples"]
@@ -309,7 +310,7 @@ fn thread_sweep_measures_both_workloads_with_a_verified_zstd_round_trip() {
     for p in points {
         assert!(p["throughput"].as_f64().unwrap() > 0.0, "{p}");
     }
-    let Experiment::Threads(typed) = experiment(&j) else {
+    let ExperimentFile::Threads(typed) = experiment(&j) else {
         panic!("a thread sweep result")
     };
     for p in &typed.result.points {
@@ -394,7 +395,7 @@ fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread
         );
     }
     // Read back typed: each point's load and driver wake-ups, one per measured buffer.
-    let Experiment::Buffer(typed) = experiment(&j) else {
+    let ExperimentFile::Buffer(typed) = experiment(&j) else {
         panic!("a buffer sweep result")
     };
     for p in &typed.result.points {

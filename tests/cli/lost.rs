@@ -1,4 +1,6 @@
-//! Nothing measured is lost when a run ends badly: SIGTERM and SIGHUP end `run`, `render` and the dashboard cleanly; `kill -9` leaves a checkpoint and never destroys an earlier result; result paths are checked before a run starts.
+//! Nothing measured is lost when a run ends badly: SIGTERM and SIGHUP end `run`, `render` and the
+//! dashboard cleanly; `kill -9` leaves a checkpoint and never destroys an earlier result; result
+//! paths are checked before a run starts.
 
 use crate::child::{kill_9, piped, spawn_dashboard, spawn_long_run, stop_ok};
 use crate::{cpus_shared, json, partials, run_json, run_json_csv, run_ok, scratch, xrunlab};

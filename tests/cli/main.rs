@@ -1,4 +1,6 @@
-//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, A/B runs, Ctrl-C, SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark, the dashboard's access flags, the doctor, the flight recorder's history, the man pages and completions; one test binary.
+//! Tests of the `xrunlab` binary as a user runs it: bad input, results on disk, A/B runs, Ctrl-C,
+//! SIGTERM, SIGHUP and kill -9, the rendered chord, the benchmark, the dashboard's access flags,
+//! the doctor, the flight recorder's history, the man pages and completions; one test binary.
 
 mod ab;
 mod child;

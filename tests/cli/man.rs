@@ -1,4 +1,6 @@
-//! `xrunlab man` and `xrunlab completions`: the man pages name every command and flag that `--help` shows, the completion scripts are generated for bash, zsh and fish, and bash's parses and completes.
+//! `xrunlab man` and `xrunlab completions`: the man pages name every command and flag that `--help`
+//! shows, the completion scripts are generated for bash, zsh and fish, and bash's parses and
+//! completes.
 
 use crate::{run_ok, scratch, usage_error};
 use std::collections::BTreeSet;

@@ -1,4 +1,5 @@
-//! `xrunlab run` end to end: the JSON and CSV it writes, scripted bursts, and Ctrl-C keeping what was measured.
+//! `xrunlab run` end to end: the JSON and CSV it writes, scripted bursts, and Ctrl-C keeping what
+//! was measured.
 
 use crate::child::{output_as_nobody, spawn_long_run, stop_ok};
 use crate::{cpus_shared, json, run_json, run_json_csv, run_ok, scratch};

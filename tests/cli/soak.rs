@@ -1,4 +1,6 @@
-//! `xrunlab bench soak`: a short soak on each path samples resident memory at the start, every period and the end, writes its JSON, removes its temporary CSV, and refuses bad flags with exit code 2.
+//! `xrunlab bench soak`: a short soak on each path samples resident memory at the start, every
+//! period and the end, writes its JSON, removes its temporary CSV, and refuses bad flags with exit
+//! code 2.
 
 use crate::child::{spawn, stop_ok};
 use crate::{cpus_shared, json, run_ok, scratch, usage_error};

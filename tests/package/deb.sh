@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The Debian package, built and tried as a user gets it: a release build with JACK and PipeWire,
+# The Debian package, built and tried as a user gets it: a release build with JACK and PipeWire
+# (profile dist: its line tables split off into /usr/lib/debug, the binary at most 15 MB),
 # its man pages and completions written by that binary, the book (docs/book, built by test.sh),
 # packaged by `cargo deb --no-build`, installed with dpkg, run from /usr/bin (--version, man -w,
 # the recorder's systemd unit present, verified and disabled,
@@ -16,16 +17,20 @@ if dpkg -s xrunlab >/dev/null 2>&1; then
   exit 1
 fi
 
-cargo build --release --locked --features jack,pipewire --bin xrunlab
+# Profile `dist`: the release build with line tables, which the package splits off (below).
+cargo build --profile dist --locked --features jack,pipewire --bin xrunlab
+bin=target/dist/xrunlab
 rm -rf target/assets
 mkdir -p target/assets
-target/release/xrunlab man --dir target/assets/man >/dev/null
+$bin man --dir target/assets/man >/dev/null
 for sh in bash zsh fish; do
-  target/release/xrunlab completions "$sh" >"target/assets/xrunlab.$sh"
+  $bin completions "$sh" >"target/assets/xrunlab.$sh"
 done
+# The line tables compressed (zlib, which backtraces read) before cargo-deb splits them into
+# /usr/lib/debug/usr/bin/xrunlab.debug and strips the binary, linking it to that file.
+objcopy --compress-debug-sections=zlib "$bin"
 rm -rf target/debian
-# --no-strip: the release profile keeps line tables on purpose (backtraces name files and lines).
-cargo deb --no-build --no-strip
+cargo deb --no-build --profile dist --separate-debug-symbols
 deb="$(ls target/debian/xrunlab_*.deb)"
 echo "tests/package: built $deb ($(du -h "$deb" | cut -f1))"
 
@@ -63,6 +68,26 @@ if ls /etc/systemd/system/*.wants/xrunlab-record@* >/dev/null 2>&1; then
   echo "tests/package: installing the package enabled the recorder; it must ship disabled" >&2
   exit 1
 fi
+# A binary a user can afford: at most 15 MB in /usr/bin, its debug information apart, and
+# backtraces that name files and lines where that debug file is installed (and only there).
+size=$(stat -c %s /usr/bin/xrunlab)
+echo "tests/package: /usr/bin/xrunlab is $((size / 1024 / 1024)) MB; its debug file $(du -h /usr/lib/debug/usr/bin/xrunlab.debug | cut -f1)"
+[ "$size" -le $((15 * 1024 * 1024)) ] || { echo "tests/package: /usr/bin/xrunlab is $size bytes, over 15 MB" >&2; exit 1; }
+if readelf -SW /usr/bin/xrunlab | grep -q '\.debug_line'; then
+  echo "tests/package: /usr/bin/xrunlab still holds its line tables" >&2; exit 1
+fi
+readelf -SW /usr/bin/xrunlab | grep -q '\.gnu_debuglink' || { echo "tests/package: /usr/bin/xrunlab names no debug file" >&2; exit 1; }
+(cd "$work" && /usr/bin/xrunlab debug-backtrace >bt.txt)
+grep -qE 'failure\.rs:[0-9]+' "$work/bt.txt" || { echo "tests/package: with the debug file installed, a backtrace names no file and line:" >&2; cat "$work/bt.txt" >&2; exit 1; }
+$sudo mv /usr/lib/debug/usr/bin/xrunlab.debug "$work/xrunlab.debug"
+(cd "$work" && /usr/bin/xrunlab debug-backtrace >bt-without.txt)
+$sudo mv "$work/xrunlab.debug" /usr/lib/debug/usr/bin/xrunlab.debug
+grep -q 'print_backtrace' "$work/bt-without.txt" || { echo "tests/package: without the debug file a backtrace should still name functions:" >&2; cat "$work/bt-without.txt" >&2; exit 1; }
+if grep -qE 'failure\.rs:[0-9]+' "$work/bt-without.txt"; then
+  echo "tests/package: lines named without the debug file: the test proves nothing" >&2; exit 1
+fi
+echo "tests/package: backtraces name files and lines with the debug file, functions without it"
+
 (cd "$work" && /usr/bin/xrunlab run --duration 2s --json run.json)
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["summary"]["buffers"] > 0, r["summary"]' "$work/run.json"
 

@@ -14,13 +14,14 @@ use rand::SeedableRng;
 use std::path::{Path, PathBuf};
 use xrunlab_engine::Scale;
 use xrunlab_results::compare::{CompareResult, SideDistribution};
+use xrunlab_results::experiment::ExperimentFile;
 use xrunlab_results::histogram::merged;
-use xrunlab_results::lab::{Experiment, Params};
+use xrunlab_results::lab::Params;
 use xrunlab_results::run::RunHistograms;
 use xrunlab_results::{EncodedHistogram, Fingerprint, Provenance, ReadError};
 
 /// One side of experiment results: their files, read.
-pub type ExperimentSide = [(PathBuf, Experiment)];
+pub type ExperimentSide = [(PathBuf, ExperimentFile)];
 
 /// One figure of one file.
 struct Sample {
@@ -114,10 +115,10 @@ impl FileFigures {
 /// The latency quantiles compared for a wake-up or oversleep distribution.
 const LATENCY: &[(&str, Option<f64>)] = &[("p50", Some(0.5)), ("p99", Some(0.99)), ("max", None)];
 
-fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
+fn figures_of(path: &Path, e: &ExperimentFile) -> Result<FileFigures, ReadError> {
     let mut f = FileFigures::default();
     match e {
-        Experiment::Sleep(r) => {
+        ExperimentFile::Sleep(r) => {
             for (i, q) in r.result.points.iter().enumerate() {
                 let label = q.label();
                 f.distribution(
@@ -130,7 +131,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
                 f.plain(format!("{label} CPU"), "%", false, q.cpu_pct);
             }
         }
-        Experiment::Placement(r) => {
+        ExperimentFile::Placement(r) => {
             let threads = r.result.threads.iter().enumerate();
             let all = decoded_sum(
                 path,
@@ -148,7 +149,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
             f.plain("completion spread".into(), "%", false, r.result.spread_pct);
             f.plain("median completion".into(), "ms", false, r.result.median_ms);
         }
-        Experiment::Threads(r) => {
+        ExperimentFile::Threads(r) => {
             for (i, q) in r.result.points.iter().enumerate() {
                 let label = q.label();
                 f.plain(
@@ -166,7 +167,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
                 )?;
             }
         }
-        Experiment::Buffer(r) => {
+        ExperimentFile::Buffer(r) => {
             for (i, q) in r.result.points.iter().enumerate() {
                 let label = q.label();
                 f.run_histograms(
@@ -190,7 +191,7 @@ fn figures_of(path: &Path, e: &Experiment) -> Result<FileFigures, ReadError> {
                 });
             }
         }
-        Experiment::Capacity(r) => {
+        ExperimentFile::Capacity(r) => {
             for (i, q) in r.result.points.iter().enumerate() {
                 let label = q.label();
                 f.plain(format!("{label} capacity"), "sines", true, q.sines as f64);
@@ -225,7 +226,7 @@ fn samples_named<'a>(side: &'a [FileFigures], name: &str) -> Vec<&'a Sample> {
 const MEASURING_TIME: &[&str] = &["per_point"];
 
 /// The settings two results must share: the experiment and its parameters.
-fn workload_of(e: &Experiment) -> Params {
+fn workload_of(e: &ExperimentFile) -> Params {
     let mut m = e.params().clone();
     m.retain(|k, _| !MEASURING_TIME.contains(&k.as_str()));
     m.insert("experiment".into(), e.kind().into());

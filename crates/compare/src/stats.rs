@@ -18,27 +18,10 @@ pub const BOOTSTRAP_ROUNDS: usize = 2000;
 /// are counted as one observation per this many (see [`histogram_change`]).
 pub const BLOCK_BUFFERS: u64 = 32;
 
-/// The median of `v` (mean of the middle two for an even count); NaN when empty.
+/// The median of `v` ([`xrunlab_stats::median_interpolated`]); NaN when empty, which every
+/// figure of compare's tables prints as "n/a".
 pub fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
-/// The `q` quantile of `v` by linear interpolation between order statistics.
-fn quantile(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let pos = q * (v.len() - 1) as f64;
-    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    xrunlab_stats::median_interpolated(v).unwrap_or(f64::NAN)
 }
 
 /// B − A relative to A, as a percentage of A; `None` when A is 0.
@@ -46,9 +29,12 @@ pub fn change_pct(a: f64, b: f64) -> Option<f64> {
     (a != 0.0).then(|| (b - a) / a * 100.0)
 }
 
-fn interval(changes: &mut [f64]) -> [f64; 2] {
+fn interval(changes: &[f64]) -> [f64; 2] {
     let tail = (1.0 - CONFIDENCE) / 2.0;
-    [quantile(changes, tail), quantile(changes, 1.0 - tail)]
+    [
+        xrunlab_stats::quantile_interpolated(changes, tail).unwrap_or(f64::NAN),
+        xrunlab_stats::quantile_interpolated(changes, 1.0 - tail).unwrap_or(f64::NAN),
+    ]
 }
 
 /// What the one-run bootstrap found for one quantile.
@@ -91,7 +77,7 @@ pub fn histogram_change(
     let rounds = BOOTSTRAP_ROUNDS as f64;
     let p_value = (2.0 * below.min(above) / rounds).min(1.0);
     Some(HistogramChange {
-        interval_pct: interval(&mut changes),
+        interval_pct: interval(&changes),
         p_value,
     })
 }

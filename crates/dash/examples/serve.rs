@@ -1,6 +1,8 @@
-//! Runs the dashboard on the simulated device without the CLI (for developing the page and for the browser tests until `xrunlab` serves it); the main thread blocks in `serve`.
+//! Runs the dashboard on the simulated device without the CLI (for developing the page and for the
+//! browser tests until `xrunlab` serves it); the main thread blocks in `serve`.
 //!
-//! `cargo run -p xrunlab-dash --example serve -- [--port N] [--sines N] [--stall-ms MS --stall-every-ms MS] [--token TOKEN | --no-token]`
+//! `cargo run -p xrunlab-dash --example serve -- [--port N] [--sines N] [--stall-ms MS
+//! --stall-every-ms MS] [--token TOKEN | --no-token]`
 
 use std::time::Duration;
 use xrunlab_dash::{serve, Access, DashOptions, DeviceFactory, FactoryError, Fault, Token};

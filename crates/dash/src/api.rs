@@ -1,4 +1,6 @@
-//! The JSON API's pure parts: merging a partial config onto the current one (RFC 7396), naming the field and range of anything refused, and the error body; called from the engine-owner thread, no I/O.
+//! The JSON API's pure parts: merging a partial config onto the current one (RFC 7396), naming the
+//! field and range of anything refused, and the error body; called from the engine-owner thread, no
+//! I/O.
 
 use serde::Serialize;
 use serde_json::{Map, Value};

@@ -1,4 +1,5 @@
-//! The page's files, compiled into the binary so `cargo run` serves them with no build step; looked up by the server's tokio threads.
+//! The page's files, compiled into the binary so `cargo run` serves them with no build step; looked
+//! up by the server's tokio threads.
 
 /// (name, contents, content type) of every file the page loads.
 const ASSETS: &[(&str, &str, &str)] = &[

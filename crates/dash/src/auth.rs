@@ -1,4 +1,6 @@
-//! The token check in front of every route (run by the server's tokio threads after the same-origin guard): `GET /?token=…` trades the token for a cookie, a request carrying the token as that cookie or as `Authorization: Bearer` passes, anything else gets 401 saying where the token is.
+//! The token check in front of every route (run by the server's tokio threads after the same-origin
+//! guard): `GET /?token=…` trades the token for a cookie, a request carrying the token as that
+//! cookie or as `Authorization: Bearer` passes, anything else gets 401 saying where the token is.
 
 use crate::api::ApiError;
 use crate::backoff::{Backoff, FREE_TRIES, LONGEST_PAUSE};

@@ -1,4 +1,6 @@
-//! The same-origin guard: which Host and Origin headers the server answers, so that other web pages (DNS rebinding included) cannot drive the engine; pure functions called from the server's tokio threads.
+//! The same-origin guard: which Host and Origin headers the server answers, so that other web pages
+//! (DNS rebinding included) cannot drive the engine; pure functions called from the server's tokio
+//! threads.
 //!
 //! A browser lets any page send requests to 127.0.0.1, and a DNS-rebinding page can even make
 //! its own name resolve there. Both are told apart by headers the page cannot forge: `Host`

@@ -1,4 +1,6 @@
-//! xrunlab-dash: the live dashboard — an HTTP/WebSocket server on its own tokio runtime, one engine-owner thread that holds the `Engine`, and the embedded page that draws AudioPerfLab's visualizations and controls.
+//! xrunlab-dash: the live dashboard — an HTTP/WebSocket server on its own tokio runtime, one
+//! engine-owner thread that holds the `Engine`, and the embedded page that draws AudioPerfLab's
+//! visualizations and controls.
 //!
 //! Threads: [`serve`] blocks the caller's thread on a tokio runtime whose worker threads run
 //! the server (`server`); the engine lives on one std thread (`owner`), which the server

@@ -1,4 +1,6 @@
-//! The HTTP and WebSocket server (axum on the tokio runtime's threads): routes, the same-origin guard and then the token check on every request, the JSON API handlers that forward to the engine-owner thread, and one task per page streaming telemetry.
+//! The HTTP and WebSocket server (axum on the tokio runtime's threads): routes, the same-origin
+//! guard and then the token check on every request, the JSON API handlers that forward to the
+//! engine-owner thread, and one task per page streaming telemetry.
 
 use crate::api::ApiError;
 use crate::assets;

@@ -1,4 +1,6 @@
-//! The JSON views of the API as typed structs (status, config, explain, fault, idle, burst): what `GET /api/status` and its siblings answer, in the shape `static/types.js` declares for the page (a test keeps the two in step); built on the engine-owner thread.
+//! The JSON views of the API as typed structs (status, config, explain, fault, idle, burst): what
+//! `GET /api/status` and its siblings answer, in the shape `static/types.js` declares for the page
+//! (a test keeps the two in step); built on the engine-owner thread.
 
 use crate::telemetry::Counts;
 use serde::Serialize;

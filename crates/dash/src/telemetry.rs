@@ -1,4 +1,6 @@
-//! Telemetry frames: per-buffer reports gathered between two display frames into columns (load, dropouts, per-thread sines, CPUs, wake-ups) plus running counts, serialized once for every page; runs on the engine-owner thread.
+//! Telemetry frames: per-buffer reports gathered between two display frames into columns (load,
+//! dropouts, per-thread sines, CPUs, wake-ups) plus running counts, serialized once for every page;
+//! runs on the engine-owner thread.
 
 use serde::Serialize;
 use xrunlab_engine::collector::Totals;

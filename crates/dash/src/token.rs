@@ -1,4 +1,7 @@
-//! The dashboard's access token: made from the OS's randomness at start or given by the user, compared in constant time, and found in a request's `Authorization: Bearer` or cookie header; pure functions called from the caller's thread at start and from the server's tokio threads per request.
+//! The dashboard's access token: made from the OS's randomness at start or given by the user,
+//! compared in constant time, and found in a request's `Authorization: Bearer` or cookie header;
+//! pure functions called from the caller's thread at start and from the server's tokio threads per
+//! request.
 //!
 //! The Origin/Host guard ([`crate::guard`]) stops web pages, but not another local user or
 //! process talking to 127.0.0.1 directly, and the engine may run as root with real-time

@@ -46,11 +46,7 @@ impl Default for History {
     /// The live machine's counters, of every online CPU.
     fn default() -> History {
         let sys = xrunlab_sys::default_sys_root();
-        let mut cpus = xrunlab_sys::online_cpus(sys);
-        if cpus.is_empty() {
-            cpus = (0..xrunlab_sys::online_cpu_count().max(1)).collect();
-        }
-        History::with_counters(SystemCounters::live(cpus))
+        History::with_counters(SystemCounters::live(xrunlab_sys::cpu_set(sys)))
     }
 }
 

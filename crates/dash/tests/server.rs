@@ -1,4 +1,6 @@
-//! Black-box tests of the dashboard server over real sockets: the same-origin guard and the access token (HTTP and WebSocket), API validation with nothing partially applied, telemetry frames, and the end of `Running` when the device fails. Each test runs a server on its own tokio runtime.
+//! Black-box tests of the dashboard server over real sockets: the same-origin guard and the access
+//! token (HTTP and WebSocket), API validation with nothing partially applied, telemetry frames, and
+//! the end of `Running` when the device fails. Each test runs a server on its own tokio runtime.
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};

@@ -2,105 +2,12 @@
 //! remember the old ones, and restore them when the guard is undone or dropped. Used on the
 //! main thread; the binary undoes on exit and on SIGINT/SIGTERM/SIGHUP.
 
+use crate::change::write;
+pub use crate::change::{Change, Setting, UnknownSetting, WriteFailed};
 use crate::journal::{JournalError, UndoError};
 use crate::roots::{shown, Roots};
-use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use xrunlab_sys::cpu::online_cpus;
-
-/// The settings `--apply` knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Setting {
-    /// The cpufreq governor "performance" on every CPU that has cpufreq.
-    Governor,
-    /// `kernel.sched_rt_runtime_us = -1`: RT throttling off.
-    RtRuntime,
-}
-
-impl Setting {
-    /// Every setting, with its name on the command line.
-    pub const ALL: [(Setting, &'static str); 2] = [
-        (Setting::Governor, "governor"),
-        (Setting::RtRuntime, "rt-runtime"),
-    ];
-
-    /// Parses a command-line name; `Err` lists the allowed names.
-    pub fn from_name(name: &str) -> Result<Setting, UnknownSetting> {
-        Setting::ALL
-            .iter()
-            .find(|(_, n)| *n == name)
-            .map(|(s, _)| *s)
-            .ok_or_else(|| UnknownSetting(name.to_owned()))
-    }
-
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
-        Setting::ALL
-            .iter()
-            .find(|(s, _)| *s == self)
-            .map_or("?", |(_, n)| n)
-    }
-
-    /// What the setting does, for the message printed when it is applied.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Setting::Governor => {
-                "cpufreq governor \"performance\" on every CPU with cpufreq: CPUs stay at their highest frequency"
-            }
-            Setting::RtRuntime => {
-                "kernel.sched_rt_runtime_us = -1: RT throttling off, so real-time threads may use every \
-                 CPU cycle (a runaway one can then hang its CPU: that is why this is undone on exit)"
-            }
-        }
-    }
-
-    /// The tree its files live in (sysfs or procfs under `roots`): nothing it reads or writes
-    /// may lead out of it.
-    pub fn root(self, roots: &Roots) -> &Path {
-        match self {
-            Setting::Governor => &roots.sys,
-            Setting::RtRuntime => &roots.proc,
-        }
-    }
-
-    /// Whether `path` is one of the files this setting writes under `roots`: the only files
-    /// an undo journal may name.
-    pub fn owns(self, roots: &Roots, path: &Path) -> bool {
-        match self {
-            Setting::Governor => path
-                .strip_prefix(roots.sys("devices/system/cpu"))
-                .ok()
-                .and_then(|rest| {
-                    let mut parts = rest.iter();
-                    let cpu = parts.next()?.to_str()?.strip_prefix("cpu")?;
-                    let known = !cpu.is_empty() && cpu.bytes().all(|b| b.is_ascii_digit());
-                    let tail: Vec<_> = parts.collect();
-                    Some(known && tail == ["cpufreq", "scaling_governor"])
-                })
-                .unwrap_or(false),
-            Setting::RtRuntime => path == roots.proc("sys/kernel/sched_rt_runtime_us"),
-        }
-    }
-
-    /// Whether `value` can be one of this setting's values: a governor's name, or a whole
-    /// number of microseconds (-1 for unlimited). What a journal or a file holds is checked
-    /// before it is written anywhere or shown in a command to paste.
-    pub fn value_ok(self, value: &str) -> bool {
-        match self {
-            Setting::Governor => {
-                !value.is_empty()
-                    && value.len() <= 64
-                    && value
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-            }
-            Setting::RtRuntime => value.parse::<i64>().is_ok_and(|v| v >= -1),
-        }
-    }
-}
-
-pub use xrunlab_results::doctor::Change;
 
 /// A setting in force. [`Applied::undo`] (or dropping it) writes the old values back, unless
 /// [`Applied::keep`] was called.
@@ -111,24 +18,6 @@ pub struct Applied {
     kept: bool,
     /// Where the undo journal was written (removed once the values are back, or kept).
     roots: Roots,
-}
-
-/// A setting name that is not one of [`Setting::ALL`] (a usage error).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown setting {0:?} (allowed: {allowed})", allowed = Setting::ALL.map(|(_, n)| n).join(", "))]
-pub struct UnknownSetting(pub String);
-
-/// One file that could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot write {value:?} to {}: {source}", shown(path))]
-pub struct WriteFailed {
-    /// The file.
-    pub path: PathBuf,
-    /// The value that was to be written.
-    pub value: String,
-    /// What the operating system said.
-    #[source]
-    pub source: std::io::Error,
 }
 
 /// Why a setting could not be applied.
@@ -215,16 +104,6 @@ fn targets(setting: Setting, roots: &Roots) -> Result<Vec<(PathBuf, String)>, Ap
     }
 }
 
-/// Writes `value` and a newline to `path`, which must lie beneath `root` (see
-/// [`crate::beneath`]).
-pub(crate) fn write(root: &Path, path: &Path, value: &str) -> Result<(), WriteFailed> {
-    crate::beneath::write(root, path, &format!("{value}\n")).map_err(|source| WriteFailed {
-        path: path.to_path_buf(),
-        value: value.to_owned(),
-        source,
-    })
-}
-
 /// Applies `setting` under `roots`. Before any file changes, the undo journal (see
 /// [`crate::journal`]) records every old value, so a `kill -9` leaves what to restore. On a
 /// failed write, restores what was already written.
@@ -307,12 +186,7 @@ impl Applied {
 
     fn restore(&mut self) -> Result<Vec<Change>, UndoError> {
         let changes = std::mem::take(&mut self.changes);
-        let root = self.setting.root(&self.roots);
-        let errors: Vec<WriteFailed> = changes
-            .iter()
-            .rev()
-            .filter_map(|c| write(root, &c.path, &c.old).err())
-            .collect();
+        let errors = crate::change::restore(self.setting, &self.roots, &changes);
         if errors.is_empty() {
             crate::journal::remove(&self.roots)?;
             Ok(changes)

@@ -12,7 +12,7 @@
 //! doctor and writable by nobody else, and then it may only restore the files its setting
 //! writes, at their own paths under the roots, to values of that setting.
 
-use crate::apply::{Change, Setting, WriteFailed};
+use crate::change::{Change, Setting, WriteFailed};
 use crate::roots::{shown, Roots};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -222,13 +222,7 @@ pub fn undo(roots: &Roots, journal: &Journal) -> Result<Vec<Change>, UndoError> 
             why,
         });
     }
-    let root = setting.root(roots);
-    let errors: Vec<WriteFailed> = journal
-        .changes
-        .iter()
-        .rev()
-        .filter_map(|c| crate::apply::write(root, &c.path, &c.old).err())
-        .collect();
+    let errors = crate::change::restore(setting, roots, &journal.changes);
     if errors.is_empty() {
         remove(roots)?;
         Ok(journal.changes.clone())

@@ -14,6 +14,7 @@
 
 pub mod apply;
 pub mod beneath;
+mod change;
 pub mod checks;
 pub mod finding;
 pub mod journal;

@@ -1,4 +1,5 @@
-//! Criterion benches of both kernels at the full chord (1717 sines x 128 frames at 48 kHz); runs on the bench harness's thread.
+//! Criterion benches of both kernels at the full chord (1717 sines x 128 frames at 48 kHz); runs on
+//! the bench harness's thread.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use xrunlab_dsp::{render, smoothing_coeff, Chord, Kernel, PartialBank};

@@ -1,4 +1,5 @@
-//! Prints both kernels' single-core throughput and their ratio; runs on the main thread (`cargo run --release -p xrunlab-dsp --example kernel_throughput [sines] [frames] [seconds]`).
+//! Prints both kernels' single-core throughput and their ratio; runs on the main thread (`cargo run
+//! --release -p xrunlab-dsp --example kernel_throughput [sines] [frames] [seconds]`).
 
 use std::time::Duration;
 

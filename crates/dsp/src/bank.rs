@@ -1,4 +1,5 @@
-//! The oscillators' running state (phase, amplitude, target) in structure-of-arrays form; built on a control thread, mutated chunk by chunk on audio threads.
+//! The oscillators' running state (phase, amplitude, target) in structure-of-arrays form; built on
+//! a control thread, mutated chunk by chunk on audio threads.
 
 use crate::chord::Chord;
 

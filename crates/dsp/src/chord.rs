@@ -1,4 +1,5 @@
-//! The chord's partials (notes, unison voices, harmonics, pan, start phases) in frequency order, laid out as AudioPerfLab lays them out; built on a control thread before audio starts.
+//! The chord's partials (notes, unison voices, harmonics, pan, start phases) in frequency order,
+//! laid out as AudioPerfLab lays them out; built on a control thread before audio starts.
 //!
 //! Follows AudioPerfLab's default branch (commit c3a692c, files
 //! `AudioPerfLab/Constants.hpp`, `AudioPerfLab/Partial.cpp`, `AudioPerfLab/Engine.mm`):

@@ -1,4 +1,6 @@
-//! xrunlab-dsp: AudioPerfLab's workload (a unison saw chord built from sine partials) and the kernels that compute it; the chord is built on a control thread, the kernels run on audio threads.
+//! xrunlab-dsp: AudioPerfLab's workload (a unison saw chord built from sine partials) and the
+//! kernels that compute it; the chord is built on a control thread, the kernels run on audio
+//! threads.
 //!
 //! # Real-time contract
 //! Everything reachable from [`render`] runs on real-time audio threads: it does

@@ -1,4 +1,5 @@
-//! Single-core kernel throughput (partial-samples per second); runs on the calling (non-real-time) thread, which it keeps busy for the whole measurement.
+//! Single-core kernel throughput (partial-samples per second); runs on the calling (non-real-time)
+//! thread, which it keeps busy for the whole measurement.
 //!
 //! Everything is allocated before the timed loop; the loop only zeroes the
 //! output buffers, renders and reads the clock once per buffer.

@@ -1,4 +1,5 @@
-//! Deterministic start phases for partials (splitmix64); runs on the control thread while a chord is built.
+//! Deterministic start phases for partials (splitmix64); runs on the control thread while a chord
+//! is built.
 
 /// splitmix64: a tiny, well-distributed generator, so that start phases are
 /// repeatable across runs and platforms without a dependency.

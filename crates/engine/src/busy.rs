@@ -1,4 +1,6 @@
-//! Busy threads: low-priority threads that alternate between blocking on a condition variable and low-energy work, as AudioPerfLab's `Base/BusyThreads.cpp` does; each runs on its own SCHED_OTHER nice-19 thread, managed from the control thread.
+//! Busy threads: low-priority threads that alternate between blocking on a condition variable and
+//! low-energy work, as AudioPerfLab's `Base/BusyThreads.cpp` does; each runs on its own SCHED_OTHER
+//! nice-19 thread, managed from the control thread.
 //!
 //! AudioPerfLab lowers its busy threads to the minimum SCHED_OTHER priority. On
 //! Linux the nearest equivalent is nice 19: the lowest weight the normal class

@@ -1,4 +1,7 @@
-//! The run collector: holds a run's engine, drains its records into the caller's sink, keeps the running totals over restarts and engine replacements (and, when asked, the run's summary), and injects bursts, stalls and worker hangs on absolute schedules; runs on the caller's control thread (the CLI's main thread, the dashboard's engine-owner thread), never on an audio thread.
+//! The run collector: holds a run's engine, drains its records into the caller's sink, keeps the
+//! running totals over restarts and engine replacements (and, when asked, the run's summary), and
+//! injects bursts, stalls and worker hangs on absolute schedules; runs on the caller's control
+//! thread (the CLI's main thread, the dashboard's engine-owner thread), never on an audio thread.
 //!
 //! `xrunlab run`, `xrunlab render`, `xrunlab bench soak` and the dashboard all collect
 //! through [`RunCollector`], so a buffer is counted, summarised and faulted the same way
@@ -10,6 +13,33 @@ use crate::engine::{Applied, Engine, EngineError};
 use crate::report::BufferReport;
 use crate::summary::{RunStats, Summary};
 use std::time::{Duration, Instant};
+
+/// How often a headless run's control thread drains the engine's rings (`run`, the lab's
+/// experiments, `ab`, `bench soak`): often enough that a ring never fills at the smallest
+/// buffer, seldom enough that draining costs the machine nothing measurable. The dashboard
+/// drains faster (10 ms) for its display.
+pub const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Drains `engine` every [`DRAIN_INTERVAL`] for `d` (the last wait cut short so as not to
+/// overrun it), each buffer to `each`, and once more at the end; returns false, without the
+/// last drain, as soon as `stopped` says so.
+pub fn drain_for(
+    engine: &mut Engine,
+    d: Duration,
+    stopped: impl Fn() -> bool,
+    mut each: impl FnMut(&BufferReport),
+) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < d {
+        if stopped() {
+            return false;
+        }
+        std::thread::sleep(DRAIN_INTERVAL.min(d.saturating_sub(t0.elapsed())));
+        engine.drain(&mut each);
+    }
+    engine.drain(&mut each);
+    true
+}
 
 /// The next time on an absolute schedule: `at + every`, so the schedule does not drift by
 /// the caller's lateness; after a stall longer than a period it resumes from `now` instead
@@ -494,6 +524,43 @@ mod tests {
         for p in [first, second] {
             let _ = std::fs::remove_file(p);
         }
+    }
+
+    #[test]
+    fn drain_for_delivers_the_buffers_of_its_span_and_stops_when_asked() {
+        let config = EngineConfig {
+            sines: 20,
+            threads: 1,
+            buffer_frames: 256,
+            ..EngineConfig::default()
+        };
+        let device = SimDevice::new(config.sample_rate, 256, false);
+        let mut engine = Engine::start(config, Box::new(device)).expect("sim engine starts");
+        let mut seen = 0usize;
+        let t0 = Instant::now();
+        assert!(drain_for(
+            &mut engine,
+            Duration::from_millis(300),
+            || false,
+            |_| seen += 1
+        ));
+        assert!(t0.elapsed() >= Duration::from_millis(300), "the whole span");
+        // 300 ms of 256-frame buffers at 48 kHz is about 56; a loaded test machine delivers
+        // fewer on time, but some.
+        assert!(seen > 0, "buffers delivered");
+        let t1 = Instant::now();
+        let mut after = 0usize;
+        assert!(!drain_for(
+            &mut engine,
+            Duration::from_secs(60),
+            || true,
+            |_| after += 1
+        ));
+        assert!(
+            t1.elapsed() < Duration::from_secs(30),
+            "a stop ends it at once"
+        );
+        engine.stop(|_| {});
     }
 
     #[test]

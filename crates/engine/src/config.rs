@@ -1,4 +1,5 @@
-//! The engine's settings: ranges, validation, presets, and which changes apply live; used on control threads only.
+//! The engine's settings: ranges, validation, presets, and which changes apply live; used on
+//! control threads only.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -1,4 +1,5 @@
-//! The engine: builds the render cycle for a device, starts and restarts audio, applies settings, and collects records; every method runs on a control thread.
+//! The engine: builds the render cycle for a device, starts and restarts audio, applies settings,
+//! and collects records; every method runs on a control thread.
 
 use crate::busy::BusyThreads;
 use crate::config::{ConfigError, EngineConfig};
@@ -180,7 +181,7 @@ impl Engine {
             let all: Vec<usize> = rt
                 .cpus
                 .clone()
-                .unwrap_or_else(|| (0..sched::online_cpu_count().max(1)).collect());
+                .unwrap_or_else(|| xrunlab_sys::cpu_set(xrunlab_sys::default_sys_root()));
             Some(vec![all[index % all.len()]])
         } else {
             rt.cpus.clone()

@@ -1,4 +1,5 @@
-//! xrunlab-engine: AudioPerfLab's render cycle on Linux — driver and processing threads, workarounds, devices, and per-buffer measurements; see each module for the thread that runs it.
+//! xrunlab-engine: AudioPerfLab's render cycle on Linux — driver and processing threads,
+//! workarounds, devices, and per-buffer measurements; see each module for the thread that runs it.
 //!
 //! The real-time path lives in [`rt`] and nowhere else; its rules are written at its top.
 #![deny(missing_docs)]
@@ -14,7 +15,9 @@ pub mod report;
 pub mod rt;
 pub mod summary;
 
-pub use collector::{Injection, InjectionKind, Repeat, RunCollector, Schedule, Totals};
+pub use collector::{
+    drain_for, Injection, InjectionKind, Repeat, RunCollector, Schedule, Totals, DRAIN_INTERVAL,
+};
 pub use config::{BusyConfig, ConfigError, DriverMode, EngineConfig, Preset, RtConfig};
 pub use device::{Device, DeviceError, DeviceErrorKind, DeviceInfo, DeviceSignals};
 pub use engine::{Applied, ChordInfo, Engine, EngineError, ProcessRt, ThreadInfo};

@@ -1,4 +1,5 @@
-//! Per-buffer reports assembled from the record rings, as the collector (a control thread) hands them to sinks: CSV rows, statistics, the dashboard.
+//! Per-buffer reports assembled from the record rings, as the collector (a control thread) hands
+//! them to sinks: CSV rows, statistics, the dashboard.
 
 use serde::Serialize;
 

@@ -1,4 +1,6 @@
-//! Run statistics: accumulates per-buffer reports into the figures a run summary shows (load and wake-up percentiles, dropouts, work shares, CPUs visited, migrations); runs on the collector (control) thread.
+//! Run statistics: accumulates per-buffer reports into the figures a run summary shows (load and
+//! wake-up percentiles, dropouts, work shares, CPUs visited, migrations); runs on the collector
+//! (control) thread.
 
 use crate::report::BufferReport;
 use hdrhistogram::Histogram;

@@ -1,4 +1,6 @@
-//! Test support shared by xrunlab's JACK tests: starts a real `jackd -d dummy` of the test's own, stops it by pid when dropped (also when the test fails), and makes tests take turns; runs on test threads.
+//! Test support shared by xrunlab's JACK tests: starts a real `jackd -d dummy` of the test's own,
+//! stops it by pid when dropped (also when the test fails), and makes tests take turns; runs on
+//! test threads.
 #![deny(missing_docs)]
 
 use std::path::{Path, PathBuf};

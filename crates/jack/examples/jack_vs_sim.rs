@@ -1,4 +1,6 @@
-//! Measures the engine on JACK against the simulated device: wake-up latency, engine overhead, and the largest sine count without a dropout; runs on the main thread, the engine's threads do the audio.
+//! Measures the engine on JACK against the simulated device: wake-up latency, engine overhead, and
+//! the largest sine count without a dropout; runs on the main thread, the engine's threads do the
+//! audio.
 //!
 //! Needs a running JACK server for the JACK half, e.g.
 //! `jackd -n bench -R -d dummy -r 48000 -p 128 &`. Usage:

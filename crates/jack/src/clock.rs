@@ -1,4 +1,5 @@
-//! JACK's clock against the engine's CLOCK_MONOTONIC: identified once on a control thread, converted every cycle on JACK's process thread.
+//! JACK's clock against the engine's CLOCK_MONOTONIC: identified once on a control thread,
+//! converted every cycle on JACK's process thread.
 //!
 //! JACK2 on Linux stamps its cycles with CLOCK_MONOTONIC_RAW, PipeWire's
 //! libjack with CLOCK_MONOTONIC, and other builds may use other sources. The

@@ -1,4 +1,5 @@
-//! [`JackDevice`]: a JACK client that drives the engine from its process callback; every method runs on a control thread.
+//! [`JackDevice`]: a JACK client that drives the engine from its process callback; every method
+//! runs on a control thread.
 //!
 //! Life cycle: [`JackDevice::connect`] opens the client (never starting a
 //! server) and registers its ports; [`Device::start`] activates it with the

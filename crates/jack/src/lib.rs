@@ -1,4 +1,5 @@
-//! xrunlab-jack: the engine's [`Device`](xrunlab_engine::Device) on a JACK server; [`JackDevice`] is driven from control threads, its handlers run on JACK's threads (see each module).
+//! xrunlab-jack: the engine's [`Device`](xrunlab_engine::Device) on a JACK server; [`JackDevice`]
+//! is driven from control threads, its handlers run on JACK's threads (see each module).
 //!
 //! JACK's process thread becomes the engine's driver thread: every process
 //! callback builds one [`Cycle`](xrunlab_engine::Cycle) from the server's

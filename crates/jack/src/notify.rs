@@ -1,4 +1,5 @@
-//! The notification handler: runs on libjack's notification thread (not real-time) and forwards xruns, rate changes and shutdown to the engine's signals.
+//! The notification handler: runs on libjack's notification thread (not real-time) and forwards
+//! xruns, rate changes and shutdown to the engine's signals.
 
 use jack::{Client, ClientStatus, Control, Frames, NotificationHandler};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,4 +1,5 @@
-//! Opening a JACK client on a named server without touching the process environment; runs on a control thread.
+//! Opening a JACK client on a named server without touching the process environment; runs on a
+//! control thread.
 //!
 //! The `jack` crate's `Client::new` has no server-name parameter; the usual
 //! workaround, setting `JACK_DEFAULT_SERVER` in our own environment, races

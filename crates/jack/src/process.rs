@@ -1,4 +1,5 @@
-//! The process handler: runs on JACK's process thread, which is the engine's driver thread; real-time path.
+//! The process handler: runs on JACK's process thread, which is the engine's driver thread;
+//! real-time path.
 //!
 //! Rules (those of `xrunlab_engine::rt`): after the first call, no
 //! allocation, no locks, no printing, no blocking. JACK calls are limited to

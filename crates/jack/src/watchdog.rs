@@ -1,4 +1,5 @@
-//! The watchdog: a thread of its own (not real-time) that ends a run, or a watch, when the server stops running cycles without saying so.
+//! The watchdog: a thread of its own (not real-time) that ends a run, or a watch, when the server
+//! stops running cycles without saying so.
 //!
 //! JACK2 reports its death through the shutdown callback, but PipeWire's
 //! libjack (0.3.x) does not: when the PipeWire daemon dies, the process

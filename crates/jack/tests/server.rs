@@ -1,4 +1,5 @@
-//! Tests against a real JACK server: each test starts its own `jackd -d dummy` on the test thread and stops it by pid (a drop guard), also when the test fails.
+//! Tests against a real JACK server: each test starts its own `jackd -d dummy` on the test thread
+//! and stops it by pid (a drop guard), also when the test fails.
 //!
 //! The tests take turns (a global lock): they share two cores, and the
 //! overload test would otherwise disturb the rate measurement of another.

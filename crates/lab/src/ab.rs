@@ -9,9 +9,7 @@ use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xrunlab_engine::{
-    Device, DeviceError, Engine, EngineConfig, EngineError, ProcessRt, RunStats, ThreadInfo,
-};
+use xrunlab_engine::{Engine, EngineConfig, EngineError, ProcessRt, RunStats, ThreadInfo};
 use xrunlab_results::run::{
     DeviceCounters, EndOfRun, RunFile, RunHistograms, RunResult, Workload, SCHEMA,
 };
@@ -19,9 +17,6 @@ use xrunlab_sys::{Fingerprint, Outcome, Provenance};
 
 /// Discarded at the start of every run: thread start, first page faults, the clock settling.
 pub const WARMUP: Duration = Duration::from_millis(250);
-
-/// How often the runner drains the engine's record rings.
-const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 
 /// One of the two sides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,9 +46,7 @@ impl fmt::Display for Side {
     }
 }
 
-/// Opens a side's device for its configuration (which a JACK server may adjust: rate, buffer).
-pub type OpenDevice<'a> =
-    Box<dyn FnMut(&mut EngineConfig) -> Result<Box<dyn Device>, DeviceError> + 'a>;
+pub use crate::device::OpenDevice;
 
 /// One side's settings.
 pub struct Arm<'a> {
@@ -62,7 +55,7 @@ pub struct Arm<'a> {
     /// The configuration they describe, validated.
     pub config: EngineConfig,
     /// Opens the device for a run.
-    pub open: OpenDevice<'a>,
+    pub open: Box<OpenDevice<'a>>,
 }
 
 /// How long and how often.
@@ -299,7 +292,7 @@ fn measure(
     let t0 = Instant::now();
     let mut device_ended = None;
     while t0.elapsed() < plan.warmup && !ctx.stopped() {
-        std::thread::sleep(DRAIN_INTERVAL);
+        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
         engine.drain(|_| {});
         ctx.progress
             .set_position(done_ms + t0.elapsed().as_millis() as u64);
@@ -316,7 +309,7 @@ fn measure(
             device_ended = Some(reason);
             break;
         }
-        std::thread::sleep(DRAIN_INTERVAL);
+        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
         engine.drain(|b| stats.add(b));
         ctx.progress
             .set_position(done_ms + t0.elapsed().as_millis() as u64);
@@ -465,7 +458,7 @@ mod tests {
             open: Box::new(|c: &mut EngineConfig| {
                 Ok(
                     Box::new(SimDevice::new(c.sample_rate, c.buffer_frames, false))
-                        as Box<dyn Device>,
+                        as Box<dyn xrunlab_engine::Device>,
                 )
             }),
         }

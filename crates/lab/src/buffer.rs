@@ -1,4 +1,7 @@
-//! `sweep buffer`: the CPU cost of the audio threads against the buffer size at a fixed sine count on the simulated device, per thread user and system CPU % (like `pidstat -t`), wake-ups per second, dropouts and energy where RAPL exists; the engine's threads do the audio, the caller's thread runs the points in turn, reads /proc, shows progress and polls the stop flag.
+//! `sweep buffer`: the CPU cost of the audio threads against the buffer size at a fixed sine count
+//! on the simulated device, per thread user and system CPU % (like `pidstat -t`), wake-ups per
+//! second, dropouts and energy where RAPL exists; the engine's threads do the audio, the caller's
+//! thread runs the points in turn, reads /proc, shows progress and polls the stop flag.
 
 use crate::common::{check_range, invalid, start_progress, Ctx, Experiment, LabError, Table};
 use serde::Serialize;
@@ -133,19 +136,9 @@ pub fn run(p: &BufferParams, ctx: &Ctx) -> Result<BufferResult, LabError> {
     })
 }
 
-/// Sleeps in short steps until `d` passed, draining the engine's reports into `each`; false
-/// when stopped.
-fn drive(engine: &mut Engine, d: Duration, ctx: &Ctx, mut each: impl FnMut(&BufferReport)) -> bool {
-    let t0 = Instant::now();
-    while t0.elapsed() < d {
-        if ctx.stopped() {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20).min(d.saturating_sub(t0.elapsed())));
-        engine.drain(|r| each(r));
-    }
-    engine.drain(|r| each(r));
-    true
+/// Drains the engine for `d` into `each` ([`xrunlab_engine::drain_for`]); false when stopped.
+fn drive(engine: &mut Engine, d: Duration, ctx: &Ctx, each: impl FnMut(&BufferReport)) -> bool {
+    xrunlab_engine::drain_for(engine, d, || ctx.stopped(), each)
 }
 
 fn stats(tids: &[i32]) -> Result<Vec<ThreadStat>, LabError> {

@@ -1,15 +1,17 @@
-//! `capacity`: AudioPerfLab's VoiceMark, LatencyMark and burst response on xrunlab's engine: the largest dropout-free sine count per buffer size and preset (binary search, then confirmation runs), the smallest buffer that carries a given load, and the largest burst a steady load absorbs; the engine's threads render, the caller's thread runs the trials in turn, shows progress and polls the stop flag.
+//! `capacity`: AudioPerfLab's VoiceMark, LatencyMark and burst response on xrunlab's engine: the
+//! largest dropout-free sine count per buffer size and preset (binary search, then confirmation
+//! runs), the smallest buffer that carries a given load, and the largest burst a steady load
+//! absorbs; the engine's threads render, the caller's thread runs the trials in turn, shows
+//! progress and polls the stop flag.
 
-use crate::common::{
-    check_range, invalid, median, start_progress, Ctx, Experiment, LabError, Table,
-};
+use crate::common::{check_range, invalid, start_progress, Ctx, Experiment, LabError, Table};
 use crate::timing::thread_cpu_ns;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use xrunlab_dsp::Kernel;
 use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
-use xrunlab_engine::{Device, DeviceError, Engine, EngineConfig, Preset, RunStats};
+use xrunlab_engine::{Engine, EngineConfig, Preset, RunStats};
 use xrunlab_results::run::RunHistograms;
 
 /// Confirmation steps down at most this many brackets before it gives up (no confirmed count).
@@ -22,7 +24,7 @@ pub const SETTLE: Duration = Duration::from_millis(300);
 pub const BURST_WATCH: Duration = Duration::from_millis(600);
 
 /// Opens the device for a trial; may change the rate and buffer to the server's (JACK).
-pub type OpenDevice<'a> = dyn FnMut(&mut EngineConfig) -> Result<Box<dyn Device>, DeviceError> + 'a;
+pub use crate::device::OpenDevice;
 
 /// What to measure.
 #[derive(Debug, Clone, Serialize)]
@@ -176,7 +178,7 @@ pub type CapacityResult = xrunlab_results::capacity::CapacityResult<CapacityPara
 fn spread_of(v: &[f64]) -> Option<Spread> {
     Some(Spread {
         min: v.iter().copied().reduce(f64::min)?,
-        median: median(v)?,
+        median: xrunlab_stats::median_lower(v)?,
         max: v.iter().copied().reduce(f64::max)?,
     })
 }
@@ -289,7 +291,8 @@ fn wait(
         if ctx.stopped() {
             return false;
         }
-        std::thread::sleep(Duration::from_millis(20).min(d.saturating_sub(t0.elapsed())));
+        // Not drain_for: the explain collector builds its due cards after each whole drain.
+        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL.min(d.saturating_sub(t0.elapsed())));
         drain(engine);
     }
     drain(engine);

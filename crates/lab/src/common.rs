@@ -1,4 +1,5 @@
-//! What every experiment shares: the run context (stop flag, progress bar), the result envelope with provenance, CSV tables and usage errors; runs on the caller's thread.
+//! What every experiment shares: the run context (stop flag, progress bar), the result envelope
+//! with provenance, CSV tables and usage errors; runs on the caller's thread.
 
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -199,22 +200,6 @@ pub fn start_progress(ctx: &Ctx, len: u64, what: &str) {
         ctx.progress.set_style(style.progress_chars("=> "));
     }
     ctx.progress.set_prefix(what.to_string());
-}
-
-/// Percentile `q` (0..=1) of sorted `v` (nearest rank); `None` when empty.
-pub fn percentile_sorted(v: &[f64], q: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    Some(v[rank - 1])
-}
-
-/// The median of `v` (sorted copy); `None` when empty.
-pub fn median(v: &[f64]) -> Option<f64> {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    percentile_sorted(&s, 0.5)
 }
 
 #[cfg(test)]

@@ -1,4 +1,9 @@
-//! `probe explain-cost` (and `bench explain`): what `--explain` costs, measured side by side in one invocation: runs with and without the kernel tracer interleaved at one sine count (load p50/p99, dropouts, kernel events/s, lost events, the reader thread's CPU), the kernel's cost per recorded event, then the dropout-free capacity with and without it (the capacity search, its trials run with the explain collector on); the engine's threads render, the tracer has its own reader thread, the caller's thread runs the runs in turn and polls the stop flag.
+//! `probe explain-cost` (and `bench explain`): what `--explain` costs, measured side by side in one
+//! invocation: runs with and without the kernel tracer interleaved at one sine count (load p50/p99,
+//! dropouts, kernel events/s, lost events, the reader thread's CPU), the kernel's cost per recorded
+//! event, then the dropout-free capacity with and without it (the capacity search, its trials run
+//! with the explain collector on); the engine's threads render, the tracer has its own reader
+//! thread, the caller's thread runs the runs in turn and polls the stop flag.
 
 use crate::capacity::{self as cap, CapacityParams};
 use crate::common::{cell, invalid, start_progress, Ctx, Experiment, LabError, Table};
@@ -13,12 +18,12 @@ pub use xrunlab_results::explain_cost::{
     CapacityFigures, EventCost, ExplainCost, ExplainCostSettings, KernelFigures, ModeFigures,
     RunFigures,
 };
+use xrunlab_stats::{mean, median_interpolated};
 
 /// Time each run renders before its buffers count, so start-up is not judged.
 pub const SETTLE: Duration = Duration::from_millis(500);
-/// How often the rings are drained: the same as `xrunlab run`.
-const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
-/// The target: `--explain` may raise the p50 load by at most this much, relative.
+/// What `--explain` may cost (docs/src/explain.md, "What it costs"): at most this much more p50
+/// load, relative; `bench explain` says whether a machine meets it.
 pub const TARGET_P50_INCREASE_PCT: f64 = 2.0;
 
 /// What to measure.
@@ -174,24 +179,6 @@ pub fn verdict(increase_pct: f64, target_pct: f64, stderr_pct: Option<f64>) -> S
     }
 }
 
-/// The median, the mean of the middle two for an even count.
-fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
-fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
 /// Checks kernel tracing once before anything runs: without it there is nothing to compare.
 fn check_tracing(config: &EngineConfig) -> Result<(), LabError> {
     let mut probe = Explainer::start(&audio_cpus(config), ExplainOptions::default());
@@ -232,7 +219,7 @@ fn one_run(
     let t0 = Instant::now();
     let mut stopped = false;
     loop {
-        std::thread::sleep(DRAIN_INTERVAL);
+        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
         let counting = t0.elapsed() >= SETTLE;
         engine.drain(|b| {
             if let Some(e) = explainer.as_mut() {
@@ -300,8 +287,8 @@ fn one_run(
 
 fn mode_figures(runs: &[RunFigures], explain: bool) -> Option<ModeFigures> {
     let mine: Vec<&RunFigures> = runs.iter().filter(|r| r.explain == explain).collect();
-    let mut p50: Vec<f64> = mine.iter().map(|r| r.load_p50_pct).collect();
-    let mut p99: Vec<f64> = mine.iter().map(|r| r.load_p99_pct).collect();
+    let p50: Vec<f64> = mine.iter().map(|r| r.load_p50_pct).collect();
+    let p99: Vec<f64> = mine.iter().map(|r| r.load_p99_pct).collect();
     let kernel: Vec<&KernelFigures> = mine.iter().filter_map(|r| r.kernel.as_ref()).collect();
     let events: Vec<f64> = kernel.iter().map(|k| k.events_per_s).collect();
     let reader: Vec<f64> = kernel.iter().map(|k| k.reader_cpu_pct).collect();
@@ -309,8 +296,8 @@ fn mode_figures(runs: &[RunFigures], explain: bool) -> Option<ModeFigures> {
         explain,
         runs: mine.len(),
         load_p50_mean_pct: mean(&p50)?,
-        load_p50_median_pct: median(&mut p50)?,
-        load_p99_median_pct: median(&mut p99)?,
+        load_p50_median_pct: median_interpolated(&p50)?,
+        load_p99_median_pct: median_interpolated(&p99)?,
         dropouts: mine.iter().map(|r| r.dropouts).sum(),
         events_per_s: mean(&events),
         lost: (!kernel.is_empty()).then(|| kernel.iter().map(|k| k.lost).sum()),
@@ -329,7 +316,7 @@ pub fn compare(b: &mut ExplainCost) {
         b.p50_increase_points = Some(on.load_p50_mean_pct - off.load_p50_mean_pct);
         b.target_met = Some(pct <= b.target_p50_increase_pct);
     }
-    let mut paired: Vec<f64> = (1..=b.settings.rounds)
+    let paired: Vec<f64> = (1..=b.settings.rounds)
         .filter_map(|round| {
             let of = |explain: bool| {
                 b.runs
@@ -342,7 +329,7 @@ pub fn compare(b: &mut ExplainCost) {
         })
         .collect();
     b.p50_increase_paired_stderr_pct = stderr(&paired);
-    b.p50_increase_paired_median_pct = median(&mut paired);
+    b.p50_increase_paired_median_pct = median_interpolated(&paired);
     let sines = |explain: bool| {
         b.capacity
             .iter()
@@ -422,9 +409,9 @@ fn event_cost(
             off.push(ping_pong(cpu, trips)?);
         }
     }
-    let off = median(&mut off).ok_or("no samples")?;
-    let on = median(&mut on).ok_or("no samples")?;
-    let events = median(&mut per_trip).ok_or("no samples")?.max(1.0);
+    let off = median_interpolated(&off).ok_or("no samples")?;
+    let on = median_interpolated(&on).ok_or("no samples")?;
+    let events = median_interpolated(&per_trip).ok_or("no samples")?.max(1.0);
     let us_per_event = (on - off) / events;
     Ok(Some(EventCost {
         cpu,

@@ -1,4 +1,8 @@
-//! A latency histogram in 1 µs buckets up to a cap, with an overflow count, exact min/max/sum and the first overflow cycles, as cyclictest keeps it, and beside it the same latencies in an HdrHistogram (1 ns steps, 3 significant digits, no cap) for the result file's interchange text; recorded on a measuring thread (allocation-free after [`Histogram::new`]), summarized afterwards.
+//! A latency histogram in 1 µs buckets up to a cap, with an overflow count, exact min/max/sum and
+//! the first overflow cycles, as cyclictest keeps it, and beside it the same latencies in an
+//! HdrHistogram (1 ns steps, 3 significant digits, no cap) for the result file's interchange text;
+//! recorded on a measuring thread (allocation-free after [`Histogram::new`]), summarized
+//! afterwards.
 
 use xrunlab_engine::{Distribution, Scale};
 

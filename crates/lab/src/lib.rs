@@ -1,4 +1,7 @@
-//! xrunlab-lab: the experiments behind `xrunlab probe`, `xrunlab sweep` and `xrunlab capacity` (and `bench explain`, which runs `probe explain-cost`), `bench soak`'s sampler and `run` path, and `xrunlab ab`'s interleaved runs, built on the engine, the DSP kernels and the system interfaces; each experiment runs its measuring threads itself and is driven from the caller's (main) thread.
+//! xrunlab-lab: the experiments behind `xrunlab probe`, `xrunlab sweep` and `xrunlab capacity` (and
+//! `bench explain`, which runs `probe explain-cost`), `bench soak`'s sampler and `run` path, and
+//! `xrunlab ab`'s interleaved runs, built on the engine, the DSP kernels and the system interfaces;
+//! each experiment runs its measuring threads itself and is driven from the caller's (main) thread.
 //!
 //! Every experiment takes a [`Ctx`] (stop flag and progress bar) and returns a
 //! value that serializes into a [`LabResult`]: the same provenance as a `run`
@@ -11,6 +14,7 @@ pub mod ab;
 pub mod buffer;
 pub mod capacity;
 pub mod common;
+pub mod device;
 pub mod explain_cost;
 pub mod hist;
 pub mod placement;

@@ -1,6 +1,10 @@
-//! `probe placement`: N equal threads start together (a barrier), each renders the same fixed amount of sine-kernel work, and each records when it finished, which CPUs it ran on over time, its migrations and its run-queue delay; threads finishing well after the median are flagged as stragglers. The measuring threads run the work; the caller's thread waits, shows progress and polls the stop flag.
+//! `probe placement`: N equal threads start together (a barrier), each renders the same fixed
+//! amount of sine-kernel work, and each records when it finished, which CPUs it ran on over time,
+//! its migrations and its run-queue delay; threads finishing well after the median are flagged as
+//! stragglers. The measuring threads run the work; the caller's thread waits, shows progress and
+//! polls the stop flag.
 
-use crate::common::{check_range, median, start_progress, Ctx, Experiment, LabError, Table};
+use crate::common::{check_range, start_progress, Ctx, Experiment, LabError, Table};
 use crate::timing::{mono_ns, Applied, Class};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -178,7 +182,7 @@ fn summarize(p: &PlacementParams, raws: Vec<Raw>, stopped_early: bool) -> Placem
     let t0 = raws.iter().map(|r| r.start_ns).min().unwrap_or(0);
     let ms = |ns: u64| ns.saturating_sub(t0) as f64 / 1e6;
     let completions: Vec<f64> = raws.iter().map(|r| ms(r.end_ns)).collect();
-    let median_ms = median(&completions).unwrap_or(0.0);
+    let median_ms = xrunlab_stats::median_lower(&completions).unwrap_or(0.0);
     let limit = median_ms * (1.0 + p.straggler_pct / 100.0);
     let threads: Vec<PlacedThread> = raws
         .into_iter()

@@ -1,8 +1,9 @@
-//! `probe sleep`: what a sleeping thread costs. For each interval, sleep call, timer slack and scheduling class, one measuring thread sleeps repeatedly for a fixed wall time and reports its CPU use, its achieved wake-up rate and how much it overslept; the caller's thread runs the points one after another, shows progress and polls the stop flag.
+//! `probe sleep`: what a sleeping thread costs. For each interval, sleep call, timer slack and
+//! scheduling class, one measuring thread sleeps repeatedly for a fixed wall time and reports its
+//! CPU use, its achieved wake-up rate and how much it overslept; the caller's thread runs the
+//! points one after another, shows progress and polls the stop flag.
 
-use crate::common::{
-    check_range, invalid, percentile_sorted, start_progress, Ctx, Experiment, LabError, Table,
-};
+use crate::common::{check_range, invalid, start_progress, Ctx, Experiment, LabError, Table};
 use crate::timing::{mono_ns, sleep_until, thread_cpu_ns, timespec, Class};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -10,6 +11,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 use xrunlab_engine::{Distribution, Scale};
 use xrunlab_results::EncodedHistogram;
+use xrunlab_stats::percentile_nearest_rank_sorted;
 
 /// What to sweep.
 #[derive(Debug, Clone, Serialize)]
@@ -256,8 +258,8 @@ fn measure_point(
         cpu_pct: (cpu1 - cpu0) as f64 / wall * 100.0,
         wakeups_per_s: wakes as f64 / (wall / 1e9),
         target_per_s: 1e9 / interval_ns as f64,
-        oversleep_p50_us: percentile_sorted(&over, 0.5).unwrap_or(0.0),
-        oversleep_p99_us: percentile_sorted(&over, 0.99).unwrap_or(0.0),
+        oversleep_p50_us: percentile_nearest_rank_sorted(&over, 0.5).unwrap_or(0.0),
+        oversleep_p99_us: percentile_nearest_rank_sorted(&over, 0.99).unwrap_or(0.0),
         oversleep_max_us: over.last().copied().unwrap_or(0.0),
         oversleep_us: EncodedHistogram::encode(&kept),
     }

@@ -1,4 +1,7 @@
-//! `bench soak`'s measurement: resident-memory samples at the start, every period and the end, the growth from the first periodic sample, and `run`'s path (the engine drained every 20 ms through a run collector keeping its summary, every buffer handed to the caller, e.g. for `run --csv`'s rows); runs on the caller's (main) thread, the engine's threads render.
+//! `bench soak`'s measurement: resident-memory samples at the start, every period and the end, the
+//! growth from the first periodic sample, and `run`'s path (the engine drained every 20 ms through
+//! a run collector keeping its summary, every buffer handed to the caller, e.g. for `run --csv`'s
+//! rows); runs on the caller's (main) thread, the engine's threads render.
 
 use crate::common::LabError;
 use std::time::{Duration, Instant};
@@ -10,8 +13,6 @@ pub use xrunlab_results::soak::{Sample, SoakResult, SCHEMA};
 pub const SOAK_BUFFER_FRAMES: u32 = 32;
 /// Growth from the first periodic sample to the end that the soak counts as flat.
 pub const TARGET_GROWTH_BYTES: u64 = 2_000_000;
-/// How often the run path drains the rings: the same as `xrunlab run`.
-const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 
 /// This process's resident memory, bytes.
 pub fn rss_bytes() -> Result<u64, LabError> {
@@ -138,7 +139,7 @@ pub fn run_path(
     let mut collector = RunCollector::new(engine).with_summary();
     let t0 = Instant::now();
     let (complete, end) = loop {
-        std::thread::sleep(DRAIN_INTERVAL);
+        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
         collector.drain(&mut *buffer);
         let t = t0.elapsed();
         if let Some(reason) = collector.engine().and_then(Engine::device_ended) {

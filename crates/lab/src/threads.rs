@@ -1,4 +1,7 @@
-//! `sweep threads`: throughput against thread count (1 to 2x the CPUs) and scheduling class for two workloads, the sine kernel and zstd compression, with the increment each added thread brings, energy per unit of work where RAPL exists, and the knee; the measuring threads run the work, the caller's thread runs the points in turn, shows progress and polls the stop flag.
+//! `sweep threads`: throughput against thread count (1 to 2x the CPUs) and scheduling class for two
+//! workloads, the sine kernel and zstd compression, with the increment each added thread brings,
+//! energy per unit of work where RAPL exists, and the knee; the measuring threads run the work, the
+//! caller's thread runs the points in turn, shows progress and polls the stop flag.
 
 use crate::common::{check_range, start_progress, Ctx, Experiment, LabError, Table};
 use crate::timing::{mono_ns, Class};

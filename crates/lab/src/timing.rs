@@ -1,4 +1,6 @@
-//! Clocks, sleeps and scheduling classes for the measuring threads: CLOCK_MONOTONIC and per-thread CPU time reads, absolute-deadline sleeps, and applying a scheduling class to the calling thread; called on the measuring threads, allocation-free except [`Class::apply`] (once at thread start).
+//! Clocks, sleeps and scheduling classes for the measuring threads: CLOCK_MONOTONIC and per-thread
+//! CPU time reads, absolute-deadline sleeps, and applying a scheduling class to the calling thread;
+//! called on the measuring threads, allocation-free except [`Class::apply`] (once at thread start).
 
 use serde::Serialize;
 use xrunlab_sys::{Outcome, RtPolicy, RtRequest};

@@ -1,4 +1,7 @@
-//! `probe wakeup`: cyclictest-grade timer latency. N measuring threads each sleep to absolute CLOCK_MONOTONIC deadlines one interval apart and record how late they woke into a preallocated histogram; the caller's thread shows progress, polls the stop flag and optionally drives the audio engine at a load meanwhile.
+//! `probe wakeup`: cyclictest-grade timer latency. N measuring threads each sleep to absolute
+//! CLOCK_MONOTONIC deadlines one interval apart and record how late they woke into a preallocated
+//! histogram; the caller's thread shows progress, polls the stop flag and optionally drives the
+//! audio engine at a load meanwhile.
 
 use crate::common::{check_range, start_progress, Ctx, Experiment, LabError, Table};
 use crate::hist::Histogram;

@@ -1,12 +1,23 @@
-//! xrunlab's result files as types that are written and read back with the same definition:
-//! the run result ([`run::RunResult`]), the compare result ([`compare::CompareResult`]) and
-//! the experiments' envelope ([`lab::LabResult`]) and figures ([`probe`] for `probe wakeup`,
-//! [`sleep`], [`placement`], [`sweep`], [`capacity`]), plain `bench`'s ([`mod@bench`]), `bench
-//! watch`'s ([`bench_watch`]) and `watch`'s ([`watch`]),
-//! each with one schema constant, their distributions as HdrHistogram interchange text
-//! ([`histogram::EncodedHistogram`]), reading that names the file and field of what is wrong
-//! ([`read::ReadError`]), and one atomic writer ([`write::PartialFile`], which [`write::write_atomically`] uses). Used by the main
-//! thread only.
+//! xrunlab's result files as types that are written and read back with the same definition,
+//! each with one schema constant; used by the main thread only (and watch's and record's,
+//! which run the same way). The files:
+//!
+//! - the run result ([`run::RunResult`]) and the compare result ([`compare::CompareResult`]);
+//! - the experiments' envelope ([`lab::LabResult`]), any of them read back
+//!   ([`experiment::ExperimentFile`]), and their figures: [`probe`] for
+//!   `probe wakeup`, [`sleep`], [`placement`], [`sweep`], [`capacity`], [`explain_cost`] for
+//!   `probe explain-cost` (`bench explain`);
+//! - `doctor --json` ([`doctor`]) and `doctor --measure` ([`doctor_measure`]);
+//! - plain `bench`'s ([`mod@bench`]), `bench soak`'s ([`soak`]) and `bench watch`'s
+//!   ([`bench_watch`]);
+//! - `watch --json` ([`watch`]), and `watch --json-lines`, a log appended to as it happens
+//!   ([`line_log::LineLog`]).
+//!
+//! Shared by all of them: distributions as HdrHistogram interchange text
+//! ([`histogram::EncodedHistogram`]), checked before they are decoded; reading that names the
+//! file and field of what is wrong ([`read::ReadError`]), from regular files of a bounded size
+//! ([`read::read_text`]); and one atomic writer ([`write::PartialFile`], which
+//! [`write::write_atomically`] uses).
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -15,10 +26,12 @@ pub mod capacity;
 pub mod compare;
 pub mod doctor;
 pub mod doctor_measure;
+pub mod experiment;
 pub mod explain_cost;
 mod hdr_wire;
 pub mod histogram;
 pub mod lab;
+pub mod line_log;
 pub mod placement;
 pub mod probe;
 pub mod read;

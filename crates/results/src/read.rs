@@ -117,6 +117,17 @@ pub fn parse_typed<T: DeserializeOwned>(
     text: &str,
     schema: &str,
 ) -> Result<T, ReadError> {
+    parse_typed_any(path, text, &[schema])
+}
+
+/// [`parse_typed`] for a layout known by several schema names (a renamed schema whose older
+/// files are still read): `schemas[0]` is the name written today.
+pub fn parse_typed_any<T: DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    schemas: &[&str],
+) -> Result<T, ReadError> {
+    let schema = schemas.first().copied().unwrap_or_default();
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
         let what = if e.is_eof() {
             "the file ends early (truncated?)"
@@ -126,7 +137,7 @@ pub fn parse_typed<T: DeserializeOwned>(
         ReadError::new(path, "(file)", format!("{what}: {e}"))
     })?;
     match value.get("schema").and_then(|s| s.as_str()) {
-        Some(s) if s == schema => {}
+        Some(s) if schemas.contains(&s) => {}
         Some(other) => {
             return Err(ReadError::new(
                 path,

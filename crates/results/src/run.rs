@@ -141,3 +141,75 @@ impl<D> RunResult<D> {
 /// Sections a reader does not look at; they may hold anything.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub struct Skipped {}
+
+/// The sections of the run file that `run` writes and only the report page reads in full:
+/// the scheduling obtained, the system over the run, `--explain`'s cards and `--trace`'s file.
+/// Written by the binary; [`RunFile`] reads a run file without them.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunDetails {
+    /// What each thread obtained.
+    pub scheduling: Scheduling,
+    /// CPU topology, idle-state entries and sampled frequencies over the run; in the final
+    /// file only (checkpoints leave it out).
+    pub system: Option<xrunlab_sys::RunSystem>,
+    /// `--explain`: the tracer, lost kernel events, card counts and top culprits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<xrunlab_engine::explain::ExplainReport>,
+    /// `--explain`: the dropouts kept (the last `explain.max_kept`), each with its blame card.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropouts: Option<Vec<xrunlab_engine::explain::Dropout>>,
+    /// `--trace`: what the Perfetto trace file holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceFileReport>,
+}
+
+/// The scheduling each thread obtained (see [`RunDetails`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct Scheduling {
+    /// The engine's threads and what each obtained.
+    pub threads: Vec<xrunlab_engine::ThreadInfo>,
+    /// Busy threads at the end of the run and the priority each obtained.
+    pub busy_threads: Vec<xrunlab_engine::busy::BusyThreadInfo>,
+    /// Share of time the busy threads spent working, in percent.
+    pub busy_achieved_duty_pct: Option<f64>,
+    /// The process's real-time settings (mlock, PM QoS...).
+    pub process: xrunlab_engine::ProcessRt,
+    /// Each thread's kernel counters over the run.
+    pub os_stats: Vec<OsThreadStats>,
+    /// What did not take effect, and what was used instead.
+    pub warnings: Vec<String>,
+}
+
+/// Per-thread kernel counters over the run (deltas from /proc).
+#[derive(Debug, Clone, Serialize)]
+#[allow(missing_docs)] // the counters' names say what they are (see /proc/PID/task/TID)
+pub struct OsThreadStats {
+    pub index: usize,
+    pub tid: i32,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub runqueue_wait_ms: f64,
+    pub run_ms: f64,
+    pub kernel_migrations: Option<u64>,
+    pub user_ms: f64,
+    pub system_ms: f64,
+}
+
+/// What the trace file holds, for the result and the summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceFileReport {
+    /// The trace file (or, when it stopped early, the in-progress file that holds what was written).
+    pub path: std::path::PathBuf,
+    /// Trace events written.
+    pub events_written: u64,
+    /// Events left out by `--trace-max-events` (dropout instants are never left out).
+    pub events_dropped_by_cap: u64,
+    /// Keep the slices of one buffer in this many.
+    pub every_nth_buffer: u32,
+    /// Kernel events that aged out of the tracer's window before the file got them.
+    pub kernel_events_missed: u64,
+    /// True when the file was closed as valid JSON and renamed into place.
+    pub complete: bool,
+    /// Why the trace stopped early (e.g. the disk filled up).
+    pub warning: Option<String>,
+}

@@ -1,16 +1,21 @@
 //! `xrunlab watch`'s result file (schema [`SCHEMA`]): the server watched, how long and why it
 //! ended, whether the kernel's events were recorded, and the end-of-watch [`Summary`] (xruns
-//! per node, the card kinds, the kernel's top culprits, what delayed the server's own threads); written by the binary at each checkpoint
+//! per node, the card kinds, the kernel's top culprits, what delayed the server's own threads);
+//! written by the binary at each checkpoint
 //! and at the end, read back typed. Used on the main thread.
 
-use crate::read::{parse_typed, read_typed, ReadError};
+use crate::read::{parse_typed_any, read_text, ReadError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 use xrunlab_sys::Provenance;
 
 /// Version of the watch result layout; bump on incompatible change.
-pub const SCHEMA: &str = "xrunlab.watch.v1";
+pub const SCHEMA: &str = "xrunlab.watch/1";
+
+/// The same layout's name before it followed the `name/N` pattern of every other schema;
+/// files written under it are still read.
+pub const SCHEMA_BEFORE_RENAME: &str = "xrunlab.watch.v1";
 
 /// One node's line in the summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -133,12 +138,12 @@ pub struct WatchResult {
 
 /// Reads a watch result file back; a field that does not fit is named.
 pub fn read_watch(path: &Path) -> Result<WatchResult, ReadError> {
-    read_typed(path, SCHEMA)
+    parse_watch(path, &read_text(path)?)
 }
 
 /// [`read_watch`] over text already read from `path`.
 pub fn parse_watch(path: &Path, text: &str) -> Result<WatchResult, ReadError> {
-    parse_typed(path, text, SCHEMA)
+    parse_typed_any(path, text, &[SCHEMA, SCHEMA_BEFORE_RENAME])
 }
 
 #[cfg(test)]
@@ -196,5 +201,14 @@ mod tests {
         assert_eq!(read_watch(&path).unwrap(), written);
         let e = parse_watch(&path, r#"{"schema": "xrunlab.bench/1"}"#).unwrap_err();
         assert!(e.to_string().contains("xrunlab.bench/1"), "{e}");
+        assert!(e.to_string().contains(SCHEMA), "names what it reads: {e}");
+        // A file written before the schema's rename reads back the same.
+        let old = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(SCHEMA, SCHEMA_BEFORE_RENAME);
+        assert_ne!(old, std::fs::read_to_string(&path).unwrap());
+        let read = parse_watch(&path, &old).unwrap();
+        assert_eq!(read.schema, SCHEMA_BEFORE_RENAME);
+        assert_eq!(read.summary, written.summary);
     }
 }

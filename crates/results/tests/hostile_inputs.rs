@@ -110,7 +110,7 @@ fn read(reader: Reader, path: &Path, text: &str) -> Result<Vec<EncodedHistogram>
                     .collect()
             })
         }
-        Reader::Experiment => lab::parse_experiment(path, text).map(none),
+        Reader::Experiment => experiment::parse_experiment(path, text).map(none),
         Reader::Wakeup => probe::parse_wakeup(path, text)
             .map(|w| w.result.threads.into_iter().map(|t| t.latency_us).collect()),
         Reader::ExplainCost => explain_cost::parse_explain_cost(path, text).map(none),

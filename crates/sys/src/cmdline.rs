@@ -1,4 +1,5 @@
-//! The kernel command line (`/proc/cmdline`) split into words, with the bare-word and `key=value` lookups doctor's checks and result fingerprints ask of it; read on non-real-time threads.
+//! The kernel command line (`/proc/cmdline`) split into words, with the bare-word and `key=value`
+//! lookups doctor's checks and result fingerprints ask of it; read on non-real-time threads.
 
 /// The kernel command line, split into words.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -214,6 +214,19 @@ pub fn usable_cpus(sys_root: &Path) -> UsableCpus {
     }
 }
 
+/// The CPUs to spread or pin threads over when the user names none: [`usable_cpus`]'s list
+/// (the real online ids, which may have gaps: "0,2-3" after a CPU went offline), or, when
+/// neither sysfs nor sched_getaffinity can say, CPUs 0..n of the online count (sysconf).
+/// Never empty.
+pub fn cpu_set(sys_root: &Path) -> Vec<usize> {
+    let usable = usable_cpus(sys_root).cpus;
+    if usable.is_empty() {
+        (0..crate::sched::online_cpu_count()).collect()
+    } else {
+        usable
+    }
+}
+
 /// The physical core a CPU belongs to: its package and core id from sysfs topology, or
 /// the CPU itself when the topology files are missing (then it counts as a core of its own).
 fn core_key(sys_root: &Path, cpu: usize) -> (Option<u64>, u64) {
@@ -443,6 +456,23 @@ mod tests {
         assert_eq!(
             governor_summary(f.path()),
             "schedutil: 0-1, performance: 2-3, no cpufreq: 4"
+        );
+    }
+
+    #[test]
+    fn the_cpu_set_is_the_real_online_ids_even_with_a_gap() {
+        let f = Fixture::new("gap");
+        // CPU 1 went offline: three CPUs online, and they are not 0..3.
+        f.write("devices/system/cpu/online", "0,2-3\n");
+        assert_eq!(cpu_set(f.path()), vec![0, 2, 3]);
+        // Without sysfs, the CPUs this process may use (never an empty set).
+        let none = Fixture::new("no-sys");
+        let fallback = cpu_set(none.path());
+        assert!(!fallback.is_empty());
+        assert_eq!(
+            fallback,
+            crate::sched::allowed_cpus().unwrap(),
+            "sched_getaffinity's set"
         );
     }
 

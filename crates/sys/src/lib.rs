@@ -25,8 +25,8 @@ pub mod sched;
 pub mod topology;
 
 pub use cpu::{
-    cpu_infos, format_cpu_list, governor_summary, online_cpus, parse_cpu_list, read_cur_freqs_khz,
-    usable_cpus, CpuInfo, CpuListError, UsableCpus,
+    cpu_infos, cpu_set, format_cpu_list, governor_summary, online_cpus, parse_cpu_list,
+    read_cur_freqs_khz, usable_cpus, CpuInfo, CpuListError, UsableCpus,
 };
 pub use cpuidle::{idle_states, idle_usage_delta, IdleState, IdleUsage};
 pub use energy::{PowerMeter, PowerSample, RaplError, RaplMeter, DEFAULT_WATTS_PER_BUSY_CORE};

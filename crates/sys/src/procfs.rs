@@ -1,4 +1,5 @@
-//! Per-thread telemetry from `/proc/<pid>/task/<tid>/{stat,status,schedstat,sched}` and a process's resident memory from `/proc/<pid>/status`. Read by the
+//! Per-thread telemetry from `/proc/<pid>/task/<tid>/{stat,status,schedstat,sched}` and a process's
+//! resident memory from `/proc/<pid>/status`. Read by the
 //! non-real-time collector thread; it allocates and does file I/O, so never call it on the
 //! audio path.
 

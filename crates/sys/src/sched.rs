@@ -516,7 +516,8 @@ pub fn current_cpu() -> Option<usize> {
     usize::try_from(cpu).ok()
 }
 
-/// Number of CPUs online now (at least 1).
+/// Number of CPUs online now (at least 1). A count, not the ids: they may have gaps, so a
+/// list of CPUs comes from [`crate::cpu::cpu_set`].
 pub fn online_cpu_count() -> usize {
     // SAFETY: sysconf only reads a configuration value.
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };

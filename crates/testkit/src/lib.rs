@@ -1,4 +1,6 @@
-//! Test support shared by xrunlab's tests: a forked child that hogs one CPU at SCHED_FIFO and reaping it (the kernel tracing tests), and fixture trees for tests that read /proc, /sys or tracefs files; runs on test threads.
+//! Test support shared by xrunlab's tests: a forked child that hogs one CPU at SCHED_FIFO and
+//! reaping it (the kernel tracing tests), and fixture trees for tests that read /proc, /sys or
+//! tracefs files; runs on test threads.
 #![deny(missing_docs)]
 
 use std::ffi::CStr;

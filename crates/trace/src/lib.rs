@@ -38,10 +38,12 @@
 //!
 //! Cost: the kernel writes each event on the CPU where it happens, often inside an audio
 //! thread's render, so [`EVENTS`] holds only what a card needs (one record per wake-up; hrtimer
-//! expiry and idle states are opt-in, [`TraceOptions::extra_events`]), and samples carry only the raw record and its
+//! expiry and idle states are opt-in, [`TraceOptions::extra_events`]), and samples carry only the
+//! raw record and its
 //! time. Measured with `xrunlab bench explain` on the 2-core development VM at 1,000 sines:
 //! 2.4-6 k events/s, the reader thread 0.3-0.6 % of one CPU, about 1.1 µs of kernel time per
-//! recorded event, no events lost with the default 1 MiB ring per CPU. The reader pins itself off the traced CPUs when the process may use
+//! recorded event, no events lost with the default 1 MiB ring per CPU. The reader pins itself off
+//! the traced CPUs when the process may use
 //! another ([`TraceInfo::reader_placement`]). Start the tracer from a non-real-time thread: its
 //! reader inherits the caller's scheduling policy.
 //!

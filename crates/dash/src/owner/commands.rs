@@ -1,4 +1,6 @@
-//! The engine-owner thread's handling of the server's commands: config changes (applied live, by a restart or by a device switch), bursts, stall injection, "Explain dropouts" and trace snapshots; runs on the engine-owner thread.
+//! The engine-owner thread's handling of the server's commands: config changes (applied live, by a
+//! restart or by a device switch), bursts, stall injection, "Explain dropouts" and trace snapshots;
+//! runs on the engine-owner thread.
 
 use super::{Command, Owner};
 use crate::api::{merge_config, ApiError};

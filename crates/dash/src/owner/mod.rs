@@ -1,4 +1,7 @@
-//! The engine-owner thread: the one std thread that holds the engine (in its `RunCollector`), drains its rings every 10 ms, publishes telemetry frames at display rate, samples power and frequencies, and carries out commands (config, burst, device switch, fault injection) sent by the server.
+//! The engine-owner thread: the one std thread that holds the engine (in its `RunCollector`),
+//! drains its rings every 10 ms, publishes telemetry frames at display rate, samples power and
+//! frequencies, and carries out commands (config, burst, device switch, fault injection) sent by
+//! the server.
 //!
 //! Nothing here waits for a page: frames go out through a `tokio::sync::broadcast` channel,
 //! whose send never blocks; a page that reads too slowly loses frames (counted) instead of

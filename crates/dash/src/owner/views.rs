@@ -1,4 +1,6 @@
-//! What the engine-owner thread answers about its state, built from the typed views in `crate::status` for the server: status (with the limits), config, explain report, dropout cards, stall setting and idle states; runs on the engine-owner thread.
+//! What the engine-owner thread answers about its state, built from the typed views in
+//! `crate::status` for the server: status (with the limits), config, explain report, dropout cards,
+//! stall setting and idle states; runs on the engine-owner thread.
 
 use super::Owner;
 use crate::api::{max_sines, ApiError};

@@ -1,4 +1,6 @@
-//! Checks JSON the server sends against the JSDoc typedefs of `static/types.js`, field by field and recursively: a field the server sends that the page's types do not declare (or one they require that the server does not send) is an error. Used by the server tests on their test thread.
+//! Checks JSON the server sends against the JSDoc typedefs of `static/types.js`, field by field and
+//! recursively: a field the server sends that the page's types do not declare (or one they require
+//! that the server does not send) is an error. Used by the server tests on their test thread.
 
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,4 +1,5 @@
-//! The fast kernel: eight partials per vector, a folded odd polynomial instead of `sinf`; runs on audio threads.
+//! The fast kernel: eight partials per vector, a folded odd polynomial instead of `sinf`; runs on
+//! audio threads.
 //!
 //! The phase stays the exact 32-bit fixed-point value the reference kernel
 //! uses, so the two kernels agree sample for sample up to the polynomial's

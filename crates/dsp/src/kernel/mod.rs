@@ -1,4 +1,5 @@
-//! Kernel selection and the shared entry point [`render`]; runs on audio threads (see the crate's real-time contract).
+//! Kernel selection and the shared entry point [`render`]; runs on audio threads (see the crate's
+//! real-time contract).
 
 // The real-time contract, checked against clippy.toml's list.
 #![deny(

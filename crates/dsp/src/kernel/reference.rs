@@ -1,4 +1,5 @@
-//! The reference kernel: one scalar `sinf` per sample per partial, as AudioPerfLab computes it; runs on audio threads.
+//! The reference kernel: one scalar `sinf` per sample per partial, as AudioPerfLab computes it;
+//! runs on audio threads.
 
 use super::{is_silent, sanitize, RenderStats, RAD_PER_PHASE_UNIT};
 use crate::PartialsMut;

@@ -1,4 +1,5 @@
-//! The fast kernel against the reference over 60 s of audio with fades, bursts, odd buffer sizes and split views; runs on the test threads.
+//! The fast kernel against the reference over 60 s of audio with fades, bursts, odd buffer sizes
+//! and split views; runs on the test threads.
 
 use crate::common::{db, MINUS_90_DBFS, SR};
 use xrunlab_dsp::{render, smoothing_coeff, Chord, Kernel, PartialBank, RenderStats};

@@ -1,4 +1,5 @@
-//! Bad data never panics and has a sensible result: non-finite amplitudes, empty views, mismatched lengths, zero frames; runs on the test threads.
+//! Bad data never panics and has a sensible result: non-finite amplitudes, empty views, mismatched
+//! lengths, zero frames; runs on the test threads.
 
 use crate::common::{settle, SR};
 use xrunlab_dsp::{render, smoothing_coeff, Chord, Kernel, PartialBank, PartialsMut};

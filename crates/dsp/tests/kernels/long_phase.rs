@@ -1,4 +1,5 @@
-//! Ten minutes of audio in many calls: the fixed-point phase ends exactly where the arithmetic says and the output is still the analytic sine; runs on the test threads.
+//! Ten minutes of audio in many calls: the fixed-point phase ends exactly where the arithmetic says
+//! and the output is still the analytic sine; runs on the test threads.
 
 use crate::common::{settle, SR};
 use xrunlab_dsp::{render, smoothing_coeff, Chord, Kernel, PartialBank};

@@ -1,4 +1,5 @@
-//! Black-box tests of the chord and both kernels, built as one test binary; runs on the test harness's threads.
+//! Black-box tests of the chord and both kernels, built as one test binary; runs on the test
+//! harness's threads.
 //!
 //! A counting global allocator lets `no_alloc` prove that rendering never
 //! allocates; it counts per thread, so parallel tests do not disturb it.

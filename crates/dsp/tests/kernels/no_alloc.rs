@@ -1,4 +1,5 @@
-//! Rendering never allocates (counted by the test binary's global allocator); runs on the test threads.
+//! Rendering never allocates (counted by the test binary's global allocator); runs on the test
+//! threads.
 
 use crate::allocations;
 use crate::common::SR;

@@ -1,4 +1,5 @@
-//! Chord correctness seen in the spectrum: energy at exactly the N lowest partials, none at the next ones, and one peak per resolvable partial; runs on the test threads.
+//! Chord correctness seen in the spectrum: energy at exactly the N lowest partials, none at the
+//! next ones, and one peak per resolvable partial; runs on the test threads.
 //!
 //! The mono mix (left + right: every voice reaches it with a gain of at least
 //! one) of 2^18 frames (5.46 s, 0.18 Hz bins) is windowed with a 4-term

@@ -1,4 +1,5 @@
-//! The device interface: what an audio device (simulated, offline, JACK) must do to drive the engine; used on control threads, with [`DeviceSignals`] also written from device threads.
+//! The device interface: what an audio device (simulated, offline, JACK) must do to drive the
+//! engine; used on control threads, with [`DeviceSignals`] also written from device threads.
 
 pub mod offline;
 pub mod sim;

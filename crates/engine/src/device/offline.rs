@@ -1,4 +1,5 @@
-//! The offline device: renders as fast as possible into a 32-bit float stereo WAV file; its own (non-real-time) render thread is the driver thread.
+//! The offline device: renders as fast as possible into a 32-bit float stereo WAV file; its own
+//! (non-real-time) render thread is the driver thread.
 //!
 //! The samples go to `FILE.PID.partial` beside the target, whose header is
 //! brought up to date every second (so a killed render leaves a readable WAV

@@ -1,4 +1,5 @@
-//! The simulated device: a real-time clock thread that wakes at absolute period boundaries and drives the engine like audio hardware; its thread is the driver thread.
+//! The simulated device: a real-time clock thread that wakes at absolute period boundaries and
+//! drives the engine like audio hardware; its thread is the driver thread.
 //!
 //! Timing model: period k starts at `t0 + k * P` (P = buffer / rate, computed
 //! in integer nanoseconds from k so it never drifts). The buffer for period k

@@ -184,7 +184,7 @@ pub fn audio_cpus(config: &EngineConfig) -> Vec<usize> {
     }
     match xrunlab_sys::sched::allowed_cpus() {
         Ok(cpus) if !cpus.is_empty() => cpus,
-        _ => (0..xrunlab_sys::sched::online_cpu_count().max(1)).collect(),
+        _ => xrunlab_sys::cpu_set(xrunlab_sys::default_sys_root()),
     }
 }
 

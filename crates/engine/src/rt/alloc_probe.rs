@@ -1,4 +1,5 @@
-//! Marks the sections of audio threads that must not allocate, so a test's global allocator can check them; runs on audio threads.
+//! Marks the sections of audio threads that must not allocate, so a test's global allocator can
+//! check them; runs on audio threads.
 
 use std::cell::Cell;
 

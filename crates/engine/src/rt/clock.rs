@@ -1,4 +1,5 @@
-//! Clocks and the low-energy wait used by audio threads: CLOCK_MONOTONIC (JACK's clock too), thread CPU time, current CPU, and spinning until a time.
+//! Clocks and the low-energy wait used by audio threads: CLOCK_MONOTONIC (JACK's clock too), thread
+//! CPU time, current CPU, and spinning until a time.
 
 /// Nanoseconds on CLOCK_MONOTONIC (vDSO, no syscall): the time base of every
 /// record. Devices whose own clock differs (JACK2 stamps cycles with

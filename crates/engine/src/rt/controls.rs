@@ -1,4 +1,5 @@
-//! Live controls: settings the control thread changes while audio runs, read once per buffer by the driver through atomics.
+//! Live controls: settings the control thread changes while audio runs, read once per buffer by the
+//! driver through atomics.
 
 use crate::config::EngineConfig;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};

@@ -1,4 +1,5 @@
-//! State shared by the driver and the workers, and the chunk-claiming loop both run; used on audio threads.
+//! State shared by the driver and the workers, and the chunk-claiming loop both run; used on audio
+//! threads.
 //!
 //! The cycle protocol, which every `unsafe` block below relies on:
 //! 1. A cycle is over when every worker's slot holds the cycle's generation

@@ -1,4 +1,5 @@
-//! The driver side of the render cycle ([`Renderer`]): runs on the device's driver thread (the simulated device's clock thread, or JACK's process thread).
+//! The driver side of the render cycle ([`Renderer`]): runs on the device's driver thread (the
+//! simulated device's clock thread, or JACK's process thread).
 
 use super::alloc_probe::RtSection;
 use super::clock::{current_cpu, now_ns, spin_until, thread_cpu_ns};

@@ -1,4 +1,5 @@
-//! The wake primitive of the render cycle: a Linux futex on an atomic word; called by the driver and the workers.
+//! The wake primitive of the render cycle: a Linux futex on an atomic word; called by the driver
+//! and the workers.
 
 use std::sync::atomic::AtomicU32;
 

@@ -1,4 +1,5 @@
-//! The race checker's model of the render cycle's driver/worker hand-off (protocol in `cycle.rs`); loom runs each test's threads under its scheduler.
+//! The race checker's model of the render cycle's driver/worker hand-off (protocol in `cycle.rs`);
+//! loom runs each test's threads under its scheduler.
 //!
 //! Built only with `RUSTFLAGS="--cfg loom"`, where `rt/sync.rs` makes the
 //! protocol's atomics, slot cells and futex words loom's (its module doc says

@@ -1,4 +1,5 @@
-//! The real-time path: everything here runs on audio threads (the device's driver thread and the engine's workers).
+//! The real-time path: everything here runs on audio threads (the device's driver thread and the
+//! engine's workers).
 //!
 //! # Rules for this module and everything it calls
 //! - No allocation or deallocation. Buffers, rings and thread slots are

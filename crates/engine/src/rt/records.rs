@@ -1,4 +1,5 @@
-//! What audio threads report about each buffer: fixed-size, copyable records pushed into wait-free SPSC rings; produced on audio threads, consumed by the collector.
+//! What audio threads report about each buffer: fixed-size, copyable records pushed into wait-free
+//! SPSC rings; produced on audio threads, consumed by the collector.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

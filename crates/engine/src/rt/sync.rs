@@ -1,4 +1,5 @@
-//! The cycle protocol's synchronization primitives in one place, so the race checker can swap them; used on audio threads.
+//! The cycle protocol's synchronization primitives in one place, so the race checker can swap them;
+//! used on audio threads.
 //!
 //! Normally these are the standard atomics, a thin `UnsafeCell` and a futex
 //! word that sleeps in [`super::futex`]. Built with `RUSTFLAGS="--cfg loom"`

@@ -1,4 +1,5 @@
-//! The processing-thread loop: wait for a cycle, claim chunks, report, pad to the minimum load; runs on the engine's worker threads.
+//! The processing-thread loop: wait for a cycle, claim chunks, report, pad to the minimum load;
+//! runs on the engine's worker threads.
 
 use super::alloc_probe::RtSection;
 use super::clock::{now_ns, spin_until};

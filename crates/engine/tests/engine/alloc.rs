@@ -1,4 +1,5 @@
-//! Proves that the real-time path never allocates: a counting global allocator watches every render cycle of the driver and the workers while controls change live.
+//! Proves that the real-time path never allocates: a counting global allocator watches every render
+//! cycle of the driver and the workers while controls change live.
 //!
 //! Counts are kept per thread (by kernel tid), so a test that allocates inside a
 //! real-time section on purpose cannot disturb one that checks an engine's threads.

@@ -1,4 +1,5 @@
-//! The render cycle's observable behaviour: dropout detection and catch-up, work distribution, driver modes, live changes and restarts, offline rendering.
+//! The render cycle's observable behaviour: dropout detection and catch-up, work distribution,
+//! driver modes, live changes and restarts, offline rendering.
 
 use crate::harness::{collect, config, start};
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Faults the engine must survive without losing measurements: a worker that hangs inside its cycle, and server xruns noted while no buffer is waiting to be drained.
+//! Faults the engine must survive without losing measurements: a worker that hangs inside its
+//! cycle, and server xruns noted while no buffer is waiting to be drained.
 
 use crate::harness::{collect, config, start};
 use std::time::{Duration, Instant};

@@ -1,4 +1,5 @@
-//! Helpers shared by the engine tests: start an engine on the simulated device and collect its buffers; runs on the test threads.
+//! Helpers shared by the engine tests: start an engine on the simulated device and collect its
+//! buffers; runs on the test threads.
 
 use std::time::{Duration, Instant};
 use xrunlab_engine::device::sim::SimDevice;

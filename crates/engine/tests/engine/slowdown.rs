@@ -1,14 +1,14 @@
-//! The kernel slowdown test hook (`EngineConfig::kernel_slowdown`): a slowed kernel costs about K times the render time of a normal one at the same sines, and renders the same audio; runs on the test threads.
+//! The kernel slowdown test hook (`EngineConfig::kernel_slowdown`): a slowed kernel costs about K
+//! times the render time of a normal one at the same sines, and renders the same audio; runs on the
+//! test threads.
 
 use crate::harness::{collect, config, start};
 use std::time::Duration;
 use xrunlab_engine::device::offline::OfflineDevice;
 use xrunlab_engine::{BufferReport, Engine, EngineConfig};
 
-fn median(mut v: Vec<f64>) -> f64 {
-    assert!(!v.is_empty(), "no buffers to take a median of");
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    xrunlab_stats::median_interpolated(&v).expect("buffers to take a median of")
 }
 
 /// One thread (the driver renders everything) at 300 sines and 256 frames, with `slowdown`.

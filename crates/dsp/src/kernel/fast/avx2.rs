@@ -1,4 +1,5 @@
-//! The fast kernel's AVX2+FMA body: sixteen partials per step whose state stays in registers for a whole pass; runs on audio threads.
+//! The fast kernel's AVX2+FMA body: sixteen partials per step whose state stays in registers for a
+//! whole pass; runs on audio threads.
 //!
 //! Each step loads sixteen oscillators, renders every frame of the pass into
 //! per-frame vector accumulators on the stack, and writes the state back once.

@@ -1,6 +1,7 @@
-//! The result file of a run (JSON): provenance, settings, scheduling obtained, summary, device counters, end reason; built on the main thread, written atomically at checkpoints and at the end.
+//! Building the run's result file (JSON; its types are `xrunlab_results::run`): provenance,
+//! settings, scheduling obtained, summary, device counters, end reason; built on the main
+//! thread, written atomically at checkpoints and at the end.
 
-use serde::Serialize;
 use std::path::Path;
 use xrunlab_engine::busy::BusyThreadInfo;
 use xrunlab_engine::{DeviceInfo, Engine, EngineConfig, ProcessRt, RunStats, ThreadInfo};
@@ -8,53 +9,11 @@ use xrunlab_results::run::{DeviceCounters, EndOfRun, Event, RunHistograms, Workl
 use xrunlab_sys::procfs::ThreadStat;
 use xrunlab_sys::{Fingerprint, Provenance};
 
+pub use xrunlab_results::run::{OsThreadStats, RunDetails, Scheduling};
+
 /// A run's result as `run` writes it: the typed core in xrunlab-results (which `compare`
 /// and `report` read back) and the sections below.
 pub type RunResult = xrunlab_results::run::RunResult<RunDetails>;
-
-/// Per-thread kernel counters over the run (deltas from /proc).
-#[derive(Debug, Clone, Serialize)]
-pub struct OsThreadStats {
-    pub index: usize,
-    pub tid: i32,
-    pub voluntary_switches: u64,
-    pub involuntary_switches: u64,
-    pub runqueue_wait_ms: f64,
-    pub run_ms: f64,
-    pub kernel_migrations: Option<u64>,
-    pub user_ms: f64,
-    pub system_ms: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Scheduling {
-    pub threads: Vec<ThreadInfo>,
-    /// Busy threads at the end of the run and the priority each obtained.
-    pub busy_threads: Vec<BusyThreadInfo>,
-    /// Share of time the busy threads spent working, in percent.
-    pub busy_achieved_duty_pct: Option<f64>,
-    pub process: ProcessRt,
-    pub os_stats: Vec<OsThreadStats>,
-    pub warnings: Vec<String>,
-}
-
-/// The run file's sections that only the report page reads in full.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunDetails {
-    pub scheduling: Scheduling,
-    /// CPU topology, idle-state entries and sampled frequencies over the run; in the final
-    /// file only (checkpoints leave it out).
-    pub system: Option<xrunlab_sys::RunSystem>,
-    /// `--explain`: the tracer, lost kernel events, card counts and top culprits.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub explain: Option<xrunlab_engine::explain::ExplainReport>,
-    /// `--explain`: the dropouts kept (the last `explain.max_kept`), each with its blame card.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dropouts: Option<Vec<xrunlab_engine::explain::Dropout>>,
-    /// `--trace`: what the Perfetto trace file holds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trace: Option<crate::trace_file::TraceFileReport>,
-}
 
 /// What took effect for real-time settings that did not: one line each, for the summary and the JSON.
 pub fn warnings(
