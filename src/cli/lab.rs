@@ -179,7 +179,7 @@ pub struct ThreadsArgs {
 
 #[derive(Debug, Args)]
 pub struct BufferArgs {
-    /// Buffer sizes in frames, comma-separated powers of two 16..=4096 (default all of them;
+    /// Buffer sizes in frames, comma-separated powers of two 16..=8192 (default all of them;
     /// --quick: 32,256,2048).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub buffers: Option<Vec<u32>>,
@@ -195,7 +195,7 @@ pub struct BufferArgs {
 
 #[derive(Debug, Args)]
 pub struct CapacityArgs {
-    /// Buffer sizes in frames, comma-separated, each 16..=4096 (default 64,128,256; --quick 128).
+    /// Buffer sizes in frames, comma-separated, each 16..=8192 (default 64,128,256; --quick 128).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub buffers: Option<Vec<u32>>,
     /// Presets, comma-separated (default standard,optimal; --quick standard).

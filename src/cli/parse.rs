@@ -39,7 +39,7 @@ pub struct ExplainCostFlags {
     /// Length of each run, after 0.5 s of settling that is not counted (default 10s; --quick 1s).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Buffer size in frames, 16..=4096.
+    /// Buffer size in frames, 16..=8192 (the engine's range).
     #[arg(long, value_name = "FRAMES", default_value_t = 128)]
     pub buffer: u32,
     /// Thread layout of the runs and the capacity trials.

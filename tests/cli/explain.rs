@@ -713,7 +713,7 @@ fn bench_explain_flags_are_checked_before_anything_runs() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("--buffer") && err.contains("16..=4096"),
+        err.contains("--buffer") && err.contains("16..=8192"),
         "{err}"
     );
     let out = xrunlab()

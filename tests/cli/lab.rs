@@ -429,7 +429,7 @@ fn buffer_sweep_wakes_once_per_buffer_and_reports_user_and_system_cpu_per_thread
 fn buffer_sweep_rejects_a_buffer_that_is_not_a_power_of_two() {
     bad_values(
         &["sweep", "buffer"],
-        &[("--buffers", "64,100", "powers of two 16..=4096")],
+        &[("--buffers", "64,100", "powers of two 16..=8192")],
     );
 }
 
@@ -733,7 +733,7 @@ fn explain_cost_ranges_are_usage_errors_naming_the_flag() {
     bad_values(
         &["probe", "explain-cost"],
         &[
-            ("--buffer", "8", "16..=4096"),
+            ("--buffer", "8", "16..=8192"),
             ("--capacity-seconds", "100ms", "200ms..=1h"),
             ("--rounds", "0", "1..=100"),
         ],

@@ -7,20 +7,19 @@ use crate::common::{check_range, invalid, start_progress, Ctx, Experiment, LabEr
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
+use xrunlab_engine::config::limit;
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::{BufferReport, Engine, EngineConfig, RunStats, ThreadRole};
 use xrunlab_results::run::RunHistograms;
 use xrunlab_sys::procfs::{read_thread_stat, ThreadStat};
 
-/// Smallest and largest buffer size swept, in frames.
-pub const BUFFER_RANGE: (u32, u32) = (16, 4096);
 /// Time each point runs before its counters are read, so start-up is not measured.
 pub const SETTLE: Duration = Duration::from_millis(200);
 
 /// What to sweep.
 #[derive(Debug, Clone, Serialize)]
 pub struct BufferParams {
-    /// Buffer sizes in frames (powers of two, 16..=4096).
+    /// Buffer sizes in frames (powers of two in the engine's range, 16..=8192).
     pub buffers: Vec<u32>,
     /// Sustained sines at every point.
     pub sines: usize,
@@ -56,12 +55,14 @@ impl BufferParams {
             return Err(invalid(
                 "--buffers",
                 "",
-                "a list of powers of two 16..=4096",
+                &format!("a list of powers of two {}", limit::BUFFER_FRAMES),
             ));
         }
         for &b in &self.buffers {
-            if !b.is_power_of_two() || b < BUFFER_RANGE.0 || b > BUFFER_RANGE.1 {
-                return Err(invalid("--buffers", b, "powers of two 16..=4096"));
+            // The engine's own range (config.rs's one table), in powers of two.
+            if !b.is_power_of_two() || !limit::BUFFER_FRAMES.contains(b) {
+                let allowed = format!("powers of two {}", limit::BUFFER_FRAMES);
+                return Err(invalid("--buffers", b, &allowed));
             }
         }
         check_range(
@@ -352,8 +353,13 @@ mod tests {
         let mut p = BufferParams::quick();
         p.buffers = vec![48];
         assert!(matches!(p.validate(), Err(LabError::Usage(m)) if m.contains("--buffers")));
+        // The engine's range, from its one table: 8192 is its largest buffer, 16384 is past it.
+        p.buffers = vec![16384];
+        assert!(
+            matches!(p.validate(), Err(LabError::Usage(m)) if m.contains("--buffers") && m.contains("16..=8192"))
+        );
         p.buffers = vec![8192];
-        assert!(matches!(p.validate(), Err(LabError::Usage(m)) if m.contains("--buffers")));
+        assert!(p.validate().is_ok());
         p.buffers = vec![64];
         assert!(p.validate().is_ok());
     }

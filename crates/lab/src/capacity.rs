@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use xrunlab_dsp::Kernel;
+use xrunlab_engine::config::limit;
 use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
 use xrunlab_engine::{Engine, EngineConfig, Preset, RunStats};
 use xrunlab_results::run::RunHistograms;
@@ -29,7 +30,7 @@ pub use crate::device::OpenDevice;
 /// What to measure.
 #[derive(Debug, Clone, Serialize)]
 pub struct CapacityParams {
-    /// Buffer sizes in frames (16..=4096).
+    /// Buffer sizes in frames (the engine's range, 16..=8192).
     pub buffers: Vec<u32>,
     /// Presets, each searched at every buffer size.
     pub presets: Vec<Preset>,
@@ -87,10 +88,12 @@ impl CapacityParams {
     /// Checks every range, naming the flag.
     pub fn validate(&self) -> Result<(), LabError> {
         if self.buffers.is_empty() {
-            return Err(invalid("--buffers", "", "a list of sizes 16..=4096"));
+            let allowed = format!("a list of sizes {}", limit::BUFFER_FRAMES);
+            return Err(invalid("--buffers", "", &allowed));
         }
         for &b in &self.buffers {
-            check_range("--buffers", b, 16, 4096, " frames")?;
+            let l = limit::BUFFER_FRAMES;
+            check_range("--buffers", b, l.min, l.max, " frames")?;
         }
         if self.presets.is_empty() || self.presets.contains(&Preset::Custom) {
             return Err(invalid("--presets", "custom", "standard, optimal"));

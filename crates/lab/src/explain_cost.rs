@@ -9,6 +9,7 @@ use crate::capacity::{self as cap, CapacityParams};
 use crate::common::{cell, invalid, start_progress, Ctx, Experiment, LabError, Table};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
+use xrunlab_engine::config::limit;
 use xrunlab_engine::device::sim::SimDevice;
 use xrunlab_engine::explain::trace::TraceInfo;
 use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
@@ -35,7 +36,7 @@ pub struct ExplainCostParams {
     pub rounds: u32,
     /// Counted length of each run (after [`SETTLE`]).
     pub run: Duration,
-    /// Frames per buffer, 16..=4096.
+    /// Frames per buffer, in the engine's range (16..=8192).
     pub buffer: u32,
     /// Thread layout of the runs and the capacity trials.
     pub preset: Preset,
@@ -95,8 +96,9 @@ impl ExplainCostParams {
 
     /// Checks every range, naming the flag.
     pub fn validate(&self) -> Result<(), LabError> {
-        if !(16..=4096).contains(&self.buffer) {
-            return Err(invalid("--buffer", self.buffer, "16..=4096 frames"));
+        if !limit::BUFFER_FRAMES.contains(self.buffer) {
+            let allowed = limit::BUFFER_FRAMES.to_string();
+            return Err(invalid("--buffer", self.buffer, &allowed));
         }
         if !(200..=3_600_000).contains(&self.capacity.seconds.as_millis()) {
             return Err(invalid(
@@ -808,7 +810,7 @@ mod tests {
         let mut p = ExplainCostParams::new(true, 200, 8, Preset::Standard);
         let e = p.validate().unwrap_err();
         assert!(
-            matches!(&e, LabError::Usage(m) if m == "invalid value '8' for --buffer: allowed 16..=4096 frames"),
+            matches!(&e, LabError::Usage(m) if m == "invalid value '8' for --buffer: allowed 16..=8192 frames"),
             "{e:?}"
         );
         p.buffer = 128;
