@@ -6,14 +6,13 @@ use crate::cli::bench::WatchBenchArgs;
 use crate::cli::parse::WatchServer;
 use crate::watch_source::pipewire_answers;
 use crate::Failure;
-use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use xrunlab_results::bench_watch::{BenchWatchResult, ModeFigures, SCHEMA};
 use xrunlab_results::read::read_typed;
 use xrunlab_results::run::{self, RunFile};
-use xrunlab_results::watch::KernelNote;
+use xrunlab_results::watch::{read_xrun_lines, KernelNote};
 use xrunlab_sys::Provenance;
 
 /// CPU time of a finished child, from wait4's resource usage: seconds.
@@ -122,14 +121,8 @@ fn one_mode(
             "watch failed (wait status {status})"
         )));
     }
-    let read = |p: &std::path::Path| {
-        std::fs::read_to_string(p).map_err(|e| Failure::Runtime(format!("{}: {e}", p.display())))
-    };
-    let records: Vec<Value> = read(&lines)?
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
     let typed = |e: xrunlab_results::ReadError| Failure::Runtime(e.to_string());
+    let records = read_xrun_lines(&lines).map_err(typed)?;
     // The baseline has no watch, so no summary: nothing lost, nothing to note.
     let kernel_events = if watching {
         xrunlab_results::watch::read_watch(&json)
@@ -153,25 +146,21 @@ fn one_mode(
         .count();
     let with_node = records
         .iter()
-        .filter(|r| r["card"]["xrun"]["node"]["name"].is_string())
+        .filter(|r| r.card.xrun.node.is_some())
         .count();
     let named = records
         .iter()
         .filter(|r| {
-            r["card"]["xrun"]["node"]["name"]
-                .as_str()
-                .is_some_and(|n| n.contains("bench-culprit"))
+            r.card
+                .xrun
+                .node
+                .as_ref()
+                .is_some_and(|n| n.name.contains("bench-culprit"))
         })
         .count();
     let mut delays: Vec<f64> = records
         .iter()
-        .filter_map(|r| {
-            Some(
-                (r["reported_ns"].as_u64()? as f64
-                    - r["card"]["xrun"]["deadline_ns"].as_u64()? as f64)
-                    / 1e6,
-            )
-        })
+        .map(|r| (r.reported_ns as f64 - r.card.xrun.deadline_ns as f64) / 1e6)
         .collect();
     delays.sort_by(f64::total_cmp);
     Ok(ModeFigures {

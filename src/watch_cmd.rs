@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use xrunlab_results::line_log::LineLog;
-use xrunlab_results::watch::{KernelNote, WatchResult, SCHEMA};
+use xrunlab_results::watch::{KernelNote, WatchResult, XrunRecord, SCHEMA};
 use xrunlab_results::write::PartialFile;
 use xrunlab_sys::printable;
 use xrunlab_sys::provenance::Provenance;
@@ -53,7 +53,17 @@ impl Output {
         }
         if let Some(out) = self.lines.as_mut() {
             // When it was printed, for the delay from the xrun to its card (bench watch).
-            let record = json!({"verdict": verdict, "reported_ns": now_ns(), "card": c});
+            // The record's type is results' (read back typed by bench watch and the tests).
+            let card = serde_json::to_value(c)
+                .and_then(serde_json::from_value)
+                .map_err(|e| {
+                    Failure::Runtime(format!("a card that does not fit its record: {e}"))
+                })?;
+            let record = XrunRecord {
+                verdict: verdict.clone(),
+                reported_ns: now_ns(),
+                card,
+            };
             // One record a line, in the file as it happens: a killed watch loses none.
             out.append(&record)?;
         }

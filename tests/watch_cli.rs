@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use xrunlab_jack_testkit::{late_client, take_turn, PipeWireBuild, TestPipeWire, TestServer};
 use xrunlab_results::bench_watch::read_bench_watch;
-use xrunlab_results::watch::{read_watch, WatchResult};
+use xrunlab_results::watch::{parse_xrun_lines, read_watch, WatchResult};
 use xrunlab_testkit::{reap, RtHog};
 
 const PERIOD_NS: u64 = 5_333_333; // 256 frames at 48 kHz
@@ -98,9 +98,11 @@ fn watch(args: &[&str], env: &[(&str, PathBuf)], dir: &Path) -> (Output, Vec<Val
             String::from_utf8_lossy(&out.stderr)
         )
     });
-    let records = text
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON record a line"))
+    // Read typed (every record must fit results' XrunRecord), then as JSON for the checks.
+    let records = parse_xrun_lines(&lines, &text)
+        .unwrap_or_else(|e| panic!("--json-lines read back typed: {e}"))
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("a record is JSON"))
         .collect();
     let summary = read_watch(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
     (out, records, summary)

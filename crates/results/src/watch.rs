@@ -136,6 +136,85 @@ pub struct WatchResult {
     pub summary: Summary,
 }
 
+/// One record of `watch --json-lines` (one line each): the verdict printed, when it was
+/// printed, and the card. The card's full type is watch's (`xrunlab_watch::Card`, in a crate
+/// above this one); the fields every reader needs are typed here and the rest is kept as it
+/// was written, so a record reads back and writes out unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct XrunRecord {
+    /// The card in one line, as printed.
+    pub verdict: String,
+    /// When it was printed, CLOCK_MONOTONIC ns (for the delay from the xrun to its card).
+    pub reported_ns: u64,
+    /// The card.
+    pub card: XrunCard,
+}
+
+/// The card of an [`XrunRecord`]: its kind and xrun typed, the rest as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct XrunCard {
+    /// The card kind (`driver_woke_late`, `node_ran_long`…).
+    pub kind: String,
+    /// Which cycle, which node, and its deadline.
+    pub xrun: XrunAt,
+    /// Every other field of the card (root, path, kernel account…).
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Where an xrun happened: its cycle, its deadline and the late node, if one was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct XrunAt {
+    /// The cycle, counted from watch's start.
+    pub cycle: u64,
+    /// When the cycle had to be done, CLOCK_MONOTONIC ns.
+    pub deadline_ns: u64,
+    /// The late node's timing in that cycle.
+    pub node: Option<XrunNode>,
+    /// Every other field of the xrun.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The late node of an [`XrunAt`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct XrunNode {
+    /// The server's id of the node.
+    pub id: u32,
+    /// Its name.
+    pub name: String,
+    /// Every other field (its times and status in the cycle).
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Reads a `watch --json-lines` log: one [`XrunRecord`] per non-empty line. A line that does
+/// not fit is named by its number and field (`line 3: card.xrun.cycle`); a last line cut off
+/// by a killed writer is an error too, since it is not a record. Regular files up to
+/// [`crate::read::read_text`]'s limit.
+pub fn read_xrun_lines(path: &Path) -> Result<Vec<XrunRecord>, ReadError> {
+    parse_xrun_lines(path, &read_text(path)?)
+}
+
+/// [`read_xrun_lines`] over text already read from `path`.
+pub fn parse_xrun_lines(path: &Path, text: &str) -> Result<Vec<XrunRecord>, ReadError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            let mut de = serde_json::Deserializer::from_str(line);
+            serde_path_to_error::deserialize(&mut de).map_err(|e| {
+                let field = e.path().to_string();
+                ReadError::new(
+                    path,
+                    &format!("line {}: {field}", i + 1),
+                    e.into_inner().to_string(),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Reads a watch result file back; a field that does not fit is named.
 pub fn read_watch(path: &Path) -> Result<WatchResult, ReadError> {
     parse_watch(path, &read_text(path)?)
@@ -149,6 +228,25 @@ pub fn parse_watch(path: &Path, text: &str) -> Result<WatchResult, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_lines_records_read_back_typed_and_unchanged_and_a_bad_line_is_named() {
+        let line = r#"{"verdict":"late ran long","reported_ns":5,"card":{"kind":"node_ran_long","xrun":{"number":1,"cycle":7,"deadline_ns":9,"node":{"id":42,"name":"late","signal_ns":1}},"root":{"x":1}}}"#;
+        let path = Path::new("x.jsonl");
+        let records = parse_xrun_lines(path, &format!("{line}\n\n{line}\n")).unwrap();
+        assert_eq!(records.len(), 2);
+        let r = &records[0];
+        assert_eq!(r.card.kind, "node_ran_long");
+        assert_eq!(r.card.xrun.cycle, 7);
+        assert_eq!(r.card.xrun.node.as_ref().unwrap().name, "late");
+        let back: serde_json::Value = serde_json::to_value(r).unwrap();
+        let orig: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(back, orig, "every field kept");
+        let e = parse_xrun_lines(path, &format!("{line}\n{{\"verdict\":\"x\",\"reported_ns\":1,\"card\":{{\"kind\":\"k\",\"xrun\":{{\"cycle\":\"seven\"}}}}}}\n")).unwrap_err();
+        assert!(e.field.starts_with("line 2: card.xrun.cycle"), "{e}");
+        let cut = parse_xrun_lines(path, &line[..40]).unwrap_err();
+        assert!(cut.field.starts_with("line 1"), "{cut}");
+    }
 
     #[test]
     fn a_watch_result_written_reads_back_the_same_and_another_kind_is_named() {
