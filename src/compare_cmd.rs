@@ -12,9 +12,9 @@ use xrunlab_compare::{
 use xrunlab_results::compare::CompareResult;
 use xrunlab_results::experiment::{parse_experiment, ExperimentFile};
 use xrunlab_results::lab::{kind_of, SCHEMA as LAB_SCHEMA};
-use xrunlab_results::probe::{parse_wakeup, WakeupFile, KIND as WAKEUP_KIND};
 use xrunlab_results::read::read_typed;
 use xrunlab_results::run::{RunFile, SCHEMA};
+use xrunlab_results::wakeup::{parse_wakeup, WakeupFile, KIND as WAKEUP_KIND};
 
 /// Reads each file as a run result.
 fn read_side(files: &[PathBuf]) -> Result<Vec<(PathBuf, RunFile)>, Failure> {

@@ -11,9 +11,9 @@ use xrunlab_results::compare::{CompareResult, SCHEMA as COMPARE_SCHEMA};
 use xrunlab_results::experiment::parse_experiment;
 use xrunlab_results::explain_cost::{parse_explain_cost, KIND as EXPLAIN_COST_KIND};
 use xrunlab_results::lab::{kind_of, SCHEMA as LAB_SCHEMA};
-use xrunlab_results::probe::{parse_wakeup, KIND as WAKEUP_KIND};
 use xrunlab_results::read::parse_typed;
 use xrunlab_results::run::{RunFile, SCHEMA as RUN_SCHEMA};
+use xrunlab_results::wakeup::{parse_wakeup, KIND as WAKEUP_KIND};
 use xrunlab_results::EncodedHistogram;
 
 /// The report page's own drawing code.

@@ -15,7 +15,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use xrunlab_results::line_log::LineLog;
-use xrunlab_results::watch::{KernelNote, WatchResult, XrunRecord, SCHEMA};
+use xrunlab_results::watch::{KernelNote, WatchResult, XrunCard, XrunRecord, SCHEMA};
 use xrunlab_results::write::PartialFile;
 use xrunlab_sys::printable;
 use xrunlab_sys::provenance::Provenance;
@@ -54,7 +54,7 @@ impl Output {
         if let Some(out) = self.lines.as_mut() {
             // When it was printed, for the delay from the xrun to its card (bench watch).
             // The record's type is results' (read back typed by bench watch and the tests).
-            let card = serde_json::to_value(c)
+            let card: XrunCard = serde_json::to_value(c)
                 .and_then(serde_json::from_value)
                 .map_err(|e| {
                     Failure::Runtime(format!("a card that does not fit its record: {e}"))

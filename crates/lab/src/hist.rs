@@ -23,7 +23,7 @@ pub struct Histogram {
     exact: Distribution,
 }
 
-pub use xrunlab_results::probe::LatencySummary;
+pub use xrunlab_results::wakeup::LatencySummary;
 
 impl Histogram {
     /// A histogram of `cap_us` 1 µs buckets (at least 1); everything from `cap_us` up counts as overflow.

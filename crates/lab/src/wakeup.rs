@@ -99,10 +99,10 @@ impl WakeupParams {
     }
 }
 
-pub use xrunlab_results::probe::{LoadReport, ThreadLatency, KIND};
+pub use xrunlab_results::wakeup::{LoadReport, ThreadLatency, KIND};
 
 /// The probe's result, with its parameters.
-pub type WakeupResult = xrunlab_results::probe::WakeupResult<WakeupParams>;
+pub type WakeupResult = xrunlab_results::wakeup::WakeupResult<WakeupParams>;
 
 /// Runs the probe. Each thread's histogram is allocated before the barrier that starts measuring.
 pub fn run(p: &WakeupParams, ctx: &Ctx) -> Result<WakeupResult, LabError> {

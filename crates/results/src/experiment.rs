@@ -10,7 +10,7 @@ use std::path::Path;
 use xrunlab_sys::Fingerprint;
 
 /// An experiment's file read back as its kind's type (`probe wakeup`, compared on its own, has
-/// its own reader, [`crate::probe::parse_wakeup`]).
+/// its own reader, [`crate::wakeup::parse_wakeup`]).
 #[derive(Debug, Clone)]
 pub enum ExperimentFile {
     /// `probe sleep`.

@@ -12,7 +12,7 @@ use xrunlab_engine::explain::trace::TraceInfo;
 use xrunlab_engine::{EngineConfig, Preset};
 
 /// The experiments' envelope schema (the same for every experiment; [`KIND`] tells them apart).
-pub use crate::probe::SCHEMA;
+pub use crate::wakeup::SCHEMA;
 /// The experiment's kind in the envelope.
 pub const KIND: &str = "probe.explain-cost";
 

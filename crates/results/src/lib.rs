@@ -4,7 +4,7 @@
 //!
 //! - the run result ([`run::RunResult`]) and the compare result ([`compare::CompareResult`]);
 //! - the experiments' envelope ([`lab::LabResult`]), any of them read back
-//!   ([`experiment::ExperimentFile`]), and their figures: [`probe`] for
+//!   ([`experiment::ExperimentFile`]), and their figures: [`wakeup`] for
 //!   `probe wakeup`, [`sleep`], [`placement`], [`sweep`], [`capacity`], [`explain_cost`] for
 //!   `probe explain-cost` (`bench explain`);
 //! - `doctor --json` ([`doctor`]) and `doctor --measure` ([`doctor_measure`]);
@@ -33,12 +33,12 @@ pub mod histogram;
 pub mod lab;
 pub mod line_log;
 pub mod placement;
-pub mod probe;
 pub mod read;
 pub mod run;
 pub mod sleep;
 pub mod soak;
 pub mod sweep;
+pub mod wakeup;
 pub mod watch;
 pub mod write;
 

@@ -73,7 +73,7 @@ fn reader_of(text: &str) -> Reader {
     match (schema, kind) {
         (run::SCHEMA, _) => Reader::Run,
         (compare::SCHEMA, _) => Reader::Compare,
-        (lab::SCHEMA, probe::KIND) => Reader::Wakeup,
+        (lab::SCHEMA, wakeup::KIND) => Reader::Wakeup,
         (lab::SCHEMA, explain_cost::KIND) => Reader::ExplainCost,
         (lab::SCHEMA, _) => Reader::Experiment,
         (bench::SCHEMA, _) => Reader::Bench,
@@ -111,7 +111,7 @@ fn read(reader: Reader, path: &Path, text: &str) -> Result<Vec<EncodedHistogram>
             })
         }
         Reader::Experiment => experiment::parse_experiment(path, text).map(none),
-        Reader::Wakeup => probe::parse_wakeup(path, text)
+        Reader::Wakeup => wakeup::parse_wakeup(path, text)
             .map(|w| w.result.threads.into_iter().map(|t| t.latency_us).collect()),
         Reader::ExplainCost => explain_cost::parse_explain_cost(path, text).map(none),
         Reader::Bench => bench::parse_bench(path, text).map(none),

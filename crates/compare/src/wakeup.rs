@@ -15,7 +15,7 @@ use rand::SeedableRng;
 use std::path::PathBuf;
 use xrunlab_engine::Scale;
 use xrunlab_results::compare::{CompareResult, SideDistribution};
-use xrunlab_results::probe::WakeupFile;
+use xrunlab_results::wakeup::WakeupFile;
 use xrunlab_results::{EncodedHistogram, Fingerprint, Provenance, ReadError};
 
 /// One side of probes: their files, read.
