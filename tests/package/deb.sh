@@ -82,11 +82,12 @@ grep -qE 'failure\.rs:[0-9]+' "$work/bt.txt" || { echo "tests/package: with the 
 $sudo mv /usr/lib/debug/usr/bin/xrunlab.debug "$work/xrunlab.debug"
 (cd "$work" && /usr/bin/xrunlab debug-backtrace >bt-without.txt)
 $sudo mv "$work/xrunlab.debug" /usr/lib/debug/usr/bin/xrunlab.debug
-grep -q 'print_backtrace' "$work/bt-without.txt" || { echo "tests/package: without the debug file a backtrace should still name functions:" >&2; cat "$work/bt-without.txt" >&2; exit 1; }
-if grep -qE 'failure\.rs:[0-9]+' "$work/bt-without.txt"; then
-  echo "tests/package: lines named without the debug file: the test proves nothing" >&2; exit 1
+# The installed binary is stripped (symbols too, as Debian's are): without the debug file its
+# own frames are unnamed, so the names and lines above came from that file.
+if grep -qE 'failure\.rs:[0-9]+|print_backtrace' "$work/bt-without.txt"; then
+  echo "tests/package: frames named without the debug file: the test proves nothing" >&2; exit 1
 fi
-echo "tests/package: backtraces name files and lines with the debug file, functions without it"
+echo "tests/package: backtraces name functions, files and lines from the installed debug file"
 
 (cd "$work" && /usr/bin/xrunlab run --duration 2s --json run.json)
 python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); assert r["summary"]["buffers"] > 0, r["summary"]' "$work/run.json"
