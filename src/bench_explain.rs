@@ -23,7 +23,7 @@ fn envelope<'a>(
     let mut fingerprint = fingerprint.clone();
     fingerprint.finish(xrunlab_sys::default_proc_root());
     LabResult {
-        schema: xrunlab_lab::common::SCHEMA.to_owned(),
+        schema: xrunlab_lab::envelope::SCHEMA.to_owned(),
         kind: <ExplainCost as Experiment>::KIND.to_owned(),
         provenance,
         fingerprint,

@@ -87,7 +87,7 @@ fn execute<T: Experiment>(
         let mut provenance = provenance.clone();
         provenance.finish();
         let lab = LabResult {
-            schema: xrunlab_lab::common::SCHEMA.to_owned(),
+            schema: xrunlab_lab::envelope::SCHEMA.to_owned(),
             kind: T::KIND.to_owned(),
             provenance,
             fingerprint: fingerprint.clone(),
@@ -102,7 +102,7 @@ fn execute<T: Experiment>(
         }
     };
     let result = experiment(&ctx, &mut save_partial)?;
-    let lab = xrunlab_lab::common::lab_result(
+    let lab = xrunlab_lab::envelope::lab_result(
         provenance,
         fingerprint,
         out.quick,

@@ -1,7 +1,7 @@
 //! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (the lab
 //! crate's `soak::run_path`: engine, run collector with its summary; the optional CSV rows are
 //! written here) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader,
-//! in `client_on.rs` behind the `soak-client` feature), sampling the process's resident memory with
+//! in `client_enabled.rs` behind the `soak-client` feature), sampling the process's resident memory with
 //! the lab crate's sampler to show it stays flat; prints each sample and writes the JSON after
 //! each; runs on the main thread (the dashboard mode adds its own threads).
 
@@ -24,10 +24,10 @@ use xrunlab_sys::Provenance;
 // The WebSocket reader of `--dashboard` is a test client: the shipped binary leaves it out
 // unless built with the `soak-client` feature ("off" says how to get a build that has it).
 #[cfg(feature = "soak-client")]
-#[path = "client_on.rs"]
+#[path = "client_enabled.rs"]
 mod client;
 #[cfg(not(feature = "soak-client"))]
-#[path = "client_off.rs"]
+#[path = "client_disabled.rs"]
 mod client;
 
 pub use xrunlab_lab::soak::SOAK_BUFFER_FRAMES;

@@ -1,20 +1,20 @@
 //! Where `watch` gets its cycles: PipeWire's profiler or a passive JACK client, each an adapter
 //! beside its server's client (`xrunlab-pipewire`, `xrunlab-jack`) implementing watch's
-//! `Source`, compiled in by its cargo feature (`pipewire_on.rs`/`pipewire_off.rs`,
-//! `jack_on.rs`/`jack_off.rs`; the "off" files say how to get a build that has it). Runs on the
-//! main thread.
+//! `Source`, compiled in by its cargo feature (`pipewire_enabled.rs`/`pipewire_disabled.rs`,
+//! `jack_enabled.rs`/`jack_disabled.rs`; the "disabled" files say how to get a build that has
+//! it). Runs on the main thread.
 
 #[cfg(feature = "jack")]
-#[path = "jack_on.rs"]
+#[path = "jack_enabled.rs"]
 mod jack;
 #[cfg(not(feature = "jack"))]
-#[path = "jack_off.rs"]
+#[path = "jack_disabled.rs"]
 mod jack;
 #[cfg(feature = "pipewire")]
-#[path = "pipewire_on.rs"]
+#[path = "pipewire_enabled.rs"]
 mod pipewire;
 #[cfg(not(feature = "pipewire"))]
-#[path = "pipewire_off.rs"]
+#[path = "pipewire_disabled.rs"]
 mod pipewire;
 
 pub use jack::open as open_jack;

@@ -9,10 +9,10 @@ use crate::roots::{shown, Roots};
 use std::path::PathBuf;
 use xrunlab_sys::cpu::online_cpus;
 
-/// A setting in force. [`Applied::undo`] (or dropping it) writes the old values back, unless
-/// [`Applied::keep`] was called.
+/// A setting in force. [`AppliedSetting::undo`] (or dropping it) writes the old values back, unless
+/// [`AppliedSetting::keep`] was called.
 #[derive(Debug)]
-pub struct Applied {
+pub struct AppliedSetting {
     setting: Setting,
     changes: Vec<Change>,
     kept: bool,
@@ -107,7 +107,7 @@ fn targets(setting: Setting, roots: &Roots) -> Result<Vec<(PathBuf, String)>, Ap
 /// Applies `setting` under `roots`. Before any file changes, the undo journal (see
 /// [`crate::journal`]) records every old value, so a `kill -9` leaves what to restore. On a
 /// failed write, restores what was already written.
-pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
+pub fn apply(setting: Setting, roots: &Roots) -> Result<AppliedSetting, ApplyError> {
     let targets = targets(setting, roots)?;
     let mut planned = Vec::new();
     let root = setting.root(roots);
@@ -139,7 +139,7 @@ pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
         });
     }
     crate::journal::Journal::for_this_process(setting.name(), planned.clone()).write(roots)?;
-    let mut applied = Applied {
+    let mut applied = AppliedSetting {
         setting,
         changes: Vec::new(),
         kept: false,
@@ -152,7 +152,7 @@ pub fn apply(setting: Setting, roots: &Roots) -> Result<Applied, ApplyError> {
     Ok(applied)
 }
 
-impl Applied {
+impl AppliedSetting {
     /// The setting.
     pub fn setting(&self) -> Setting {
         self.setting
@@ -196,7 +196,7 @@ impl Applied {
     }
 }
 
-impl Drop for Applied {
+impl Drop for AppliedSetting {
     fn drop(&mut self) {
         if !self.kept {
             // Nothing to report to from a drop; undo() is the path that reports errors.

@@ -9,7 +9,7 @@
 //! buffer becomes (CSV row, telemetry column, blame card) through its sink.
 
 use crate::config::EngineConfig;
-use crate::engine::{Applied, Engine, EngineError};
+use crate::engine::{ConfigApplied, Engine, EngineError};
 use crate::report::BufferReport;
 use crate::summary::{RunStats, Summary};
 use std::time::{Duration, Instant};
@@ -263,7 +263,7 @@ impl RunCollector {
         &mut self,
         config: EngineConfig,
         mut sink: impl FnMut(&BufferReport),
-    ) -> Result<Applied, EngineError> {
+    ) -> Result<ConfigApplied, EngineError> {
         let (Some(engine), tally) = (self.engine.as_mut(), &mut self.tally) else {
             return Err(EngineError::NotRunning);
         };

@@ -98,7 +98,7 @@ pub struct ChordInfo {
 
 /// What [`Engine::apply`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Applied {
+pub struct ConfigApplied {
     /// Audio was restarted (threads, buffer, driver mode, real-time options, or more sines than built).
     pub restarted: bool,
 }
@@ -303,7 +303,7 @@ impl Engine {
         &mut self,
         new: EngineConfig,
         sink: impl FnMut(&BufferReport),
-    ) -> Result<Applied, EngineError> {
+    ) -> Result<ConfigApplied, EngineError> {
         new.validate()?;
         let capacity = self.audio.as_ref().map_or(0, |a| a.shared.partials());
         let restart = self.config.needs_restart(&new) || new.sines + new.burst_sines > capacity;
@@ -311,7 +311,7 @@ impl Engine {
         if !restart {
             self.controls.set_from(&new);
             self.config = new;
-            return Ok(Applied { restarted: false });
+            return Ok(ConfigApplied { restarted: false });
         }
         self.drain(sink);
         self.stop_audio();
@@ -332,7 +332,7 @@ impl Engine {
         self.controls.set_from(&self.config);
         self.epoch += 1;
         self.start_audio()?;
-        Ok(Applied { restarted: true })
+        Ok(ConfigApplied { restarted: true })
     }
 
     /// Moves every complete buffer out of the rings into `sink`, in order;

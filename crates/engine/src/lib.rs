@@ -20,7 +20,7 @@ pub use collector::{
 };
 pub use config::{BusyConfig, ConfigError, DriverMode, EngineConfig, Preset, RtConfig};
 pub use device::{Device, DeviceError, DeviceErrorKind, DeviceInfo, DeviceSignals};
-pub use engine::{Applied, ChordInfo, Engine, EngineError, ProcessRt, ThreadInfo};
+pub use engine::{ChordInfo, ConfigApplied, Engine, EngineError, ProcessRt, ThreadInfo};
 pub use report::{BufferReport, ThreadReport, ThreadRole};
 pub use rt::driver::{Cycle, CycleOutcome, Renderer, BURST_SECONDS};
 pub use summary::{Distribution, Percentiles, RunStats, Scale, Summary, ThreadSummary};

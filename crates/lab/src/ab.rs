@@ -4,7 +4,8 @@
 //! or a failure loses nothing already measured. The caller compares the runs. Runs on the
 //! caller's (main) thread; the engine's own threads do the audio work.
 
-use crate::common::{start_progress, Ctx, LabError};
+use crate::context::{start_progress, Ctx};
+use crate::error::LabError;
 use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};

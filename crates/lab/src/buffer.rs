@@ -3,7 +3,10 @@
 //! second, dropouts and energy where RAPL exists; the engine's threads do the audio, the caller's
 //! thread runs the points in turn, reads /proc, shows progress and polls the stop flag.
 
-use crate::common::{check_range, invalid, start_progress, Ctx, Experiment, LabError, Table};
+use crate::context::{start_progress, Ctx};
+use crate::envelope::Experiment;
+use crate::error::{check_range, invalid, LabError};
+use crate::table::Table;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -285,12 +288,12 @@ impl Experiment for BufferResult {
                     th.tid.to_string(),
                     format!("{:.2}", th.user_pct),
                     format!("{:.2}", th.system_pct),
-                    crate::common::cell(th.run_pct),
+                    crate::table::cell(th.run_pct),
                     format!("{:.1}", th.voluntary_per_s),
                     format!("{:.1}", th.involuntary_per_s),
                     format!("{:.2}", q.buffers_per_s),
                     q.dropouts.to_string(),
-                    crate::common::cell(q.package_watts),
+                    crate::table::cell(q.package_watts),
                 ]);
             }
         }

@@ -4,7 +4,10 @@
 //! absorbs; the engine's threads render, the caller's thread runs the trials in turn, shows
 //! progress and polls the stop flag.
 
-use crate::common::{check_range, invalid, start_progress, Ctx, Experiment, LabError, Table};
+use crate::context::{start_progress, Ctx};
+use crate::envelope::Experiment;
+use crate::error::{check_range, invalid, LabError};
+use crate::table::Table;
 use crate::timing::thread_cpu_ns;
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -585,9 +588,9 @@ impl Experiment for CapacityResult {
                 q.buffer.to_string(),
                 q.sines.to_string(),
                 format!("{:.1}", q.pct_of_one_core),
-                crate::common::cell(s.map(|s| s.min)),
-                crate::common::cell(s.map(|s| s.median)),
-                crate::common::cell(s.map(|s| s.max)),
+                crate::table::cell(s.map(|s| s.min)),
+                crate::table::cell(s.map(|s| s.median)),
+                crate::table::cell(s.map(|s| s.max)),
                 q.repeats.len().to_string(),
                 q.step_downs.to_string(),
                 q.burst

@@ -6,7 +6,10 @@
 //! thread, the caller's thread runs the runs in turn and polls the stop flag.
 
 use crate::capacity::{self as cap, CapacityParams};
-use crate::common::{cell, invalid, start_progress, Ctx, Experiment, LabError, Table};
+use crate::context::{start_progress, Ctx};
+use crate::envelope::Experiment;
+use crate::error::{invalid, LabError};
+use crate::table::{cell, Table};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use xrunlab_engine::config::limit;

@@ -13,15 +13,21 @@
 pub mod ab;
 pub mod buffer;
 pub mod capacity;
-pub mod common;
+pub mod context;
 pub mod device;
+pub mod envelope;
+pub mod error;
 pub mod explain_cost;
 pub mod hist;
 pub mod placement;
 pub mod sleep;
 pub mod soak;
+pub mod table;
 pub mod threads;
 pub mod timing;
 pub mod wakeup;
 
-pub use common::{Ctx, Experiment, LabError, LabResult, Table};
+pub use context::Ctx;
+pub use envelope::{Experiment, LabResult};
+pub use error::LabError;
+pub use table::Table;

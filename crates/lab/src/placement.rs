@@ -4,8 +4,11 @@
 //! stragglers. The measuring threads run the work; the caller's thread waits, shows progress and
 //! polls the stop flag.
 
-use crate::common::{check_range, start_progress, Ctx, Experiment, LabError, Table};
-use crate::timing::{mono_ns, Applied, Class};
+use crate::context::{start_progress, Ctx};
+use crate::envelope::Experiment;
+use crate::error::{check_range, LabError};
+use crate::table::Table;
+use crate::timing::{mono_ns, Class, SchedObtained};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -68,7 +71,7 @@ pub use xrunlab_results::placement::{CpuVisit, PlacedThread, KIND};
 pub type PlacementResult = xrunlab_results::placement::PlacementResult<PlacementParams>;
 
 struct Raw {
-    sched: Applied,
+    sched: SchedObtained,
     start_ns: u64,
     end_ns: u64,
     visits: Vec<(u64, usize)>,
@@ -273,7 +276,7 @@ impl Experiment for PlacementResult {
                 th.kernel_migrations
                     .map(|m| m.to_string())
                     .unwrap_or_default(),
-                crate::common::cell(th.runqueue_delay_ms),
+                crate::table::cell(th.runqueue_delay_ms),
                 th.straggler.to_string(),
             ]);
         }

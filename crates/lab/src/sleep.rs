@@ -3,7 +3,10 @@
 //! CPU use, its achieved wake-up rate and how much it overslept; the caller's thread runs the
 //! points one after another, shows progress and polls the stop flag.
 
-use crate::common::{check_range, invalid, start_progress, Ctx, Experiment, LabError, Table};
+use crate::context::{start_progress, Ctx};
+use crate::envelope::Experiment;
+use crate::error::{check_range, invalid, LabError};
+use crate::table::Table;
 use crate::timing::{mono_ns, sleep_until, thread_cpu_ns, timespec, Class};
 use serde::Serialize;
 use std::fmt::Write as _;

@@ -3,7 +3,7 @@
 //! a run collector keeping its summary, every buffer handed to the caller, e.g. for `run --csv`'s
 //! rows); runs on the caller's (main) thread, the engine's threads render.
 
-use crate::common::LabError;
+use crate::error::LabError;
 use std::time::{Duration, Instant};
 use xrunlab_engine::{BufferReport, Engine, RunCollector, Summary};
 pub use xrunlab_results::soak::{Sample, SoakResult, SCHEMA};

@@ -3,7 +3,10 @@
 //! energy per unit of work where RAPL exists, and the knee; the measuring threads run the work, the
 //! caller's thread runs the points in turn, shows progress and polls the stop flag.
 
-use crate::common::{check_range, start_progress, Ctx, Experiment, LabError, Table};
+use crate::context::{start_progress, Ctx};
+use crate::envelope::Experiment;
+use crate::error::{check_range, LabError};
+use crate::table::Table;
 use crate::timing::{mono_ns, Class};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -352,7 +355,7 @@ impl Experiment for ThreadsResult {
                 format!("{:.0}", q.throughput),
                 format!("{:.0}", q.increment),
                 format!("{:.1}", q.increment_pct_of_one),
-                crate::common::cell(q.energy_uj_per_munit),
+                crate::table::cell(q.energy_uj_per_munit),
             ]);
         }
         t

@@ -56,7 +56,7 @@ impl Class {
 
     /// Applies the class (and `cpus`, if given) to the calling thread; the outcome says what it
     /// runs with when refused. Allocates: call once at thread start.
-    pub fn apply(self, cpus: Option<&[usize]>) -> Applied {
+    pub fn apply(self, cpus: Option<&[usize]>) -> SchedObtained {
         let (priority, policy) = match self {
             Class::Fifo { priority } => (Some(priority), RtPolicy::Fifo),
             Class::Rr { priority } => (Some(priority), RtPolicy::RoundRobin),
@@ -74,7 +74,7 @@ impl Class {
             Class::Batch => set_policy(libc::SCHED_BATCH, "SCHED_BATCH"),
             Class::Idle => set_policy(libc::SCHED_IDLE, "SCHED_IDLE"),
         };
-        Applied {
+        SchedObtained {
             tid: report.tid,
             requested: self.label(),
             class,
@@ -83,7 +83,7 @@ impl Class {
     }
 }
 
-pub use xrunlab_results::lab::Applied;
+pub use xrunlab_results::lab::SchedObtained;
 
 /// Switches the calling thread to the non-real-time `policy` (SCHED_BATCH or SCHED_IDLE).
 fn set_policy(policy: libc::c_int, name: &str) -> Outcome {

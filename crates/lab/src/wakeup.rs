@@ -3,8 +3,11 @@
 //! histogram; the caller's thread shows progress, polls the stop flag and optionally drives the
 //! audio engine at a load meanwhile.
 
-use crate::common::{check_range, start_progress, Ctx, Experiment, LabError, Table};
+use crate::context::{start_progress, Ctx};
+use crate::envelope::Experiment;
+use crate::error::{check_range, LabError};
 use crate::hist::Histogram;
+use crate::table::Table;
 use crate::timing::{mono_ns, sleep_until, Class};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -83,7 +86,7 @@ impl WakeupParams {
         if let Some(cpus) = &self.cpus {
             let usable = xrunlab_sys::usable_cpus(sys_root);
             if let Some(bad) = cpus.iter().find(|c| !usable.cpus.contains(c)) {
-                return Err(crate::common::invalid("--cpus", bad, &usable.what));
+                return Err(crate::error::invalid("--cpus", bad, &usable.what));
             }
         }
         if let Some(n) = self.with_load {
@@ -93,7 +96,7 @@ impl WakeupParams {
             };
             c.burst_sines = 0;
             c.validate()
-                .map_err(|e| crate::common::invalid("--with-load", &e.value, &e.allowed))?;
+                .map_err(|e| crate::error::invalid("--with-load", &e.value, &e.allowed))?;
         }
         Ok(())
     }

@@ -1,6 +1,6 @@
 //! The experiments' result files (schema [`SCHEMA`], one kind per experiment): the envelope
 //! that every `probe`, `sweep` and `capacity` result shares ([`LabResult`]), the scheduling a
-//! measuring thread obtained ([`Applied`]), and reading a file back as one kind's type, naming
+//! measuring thread obtained ([`SchedObtained`]), and reading a file back as one kind's type, naming
 //! the file and the field of what does not fit. Written by the lab experiments through the
 //! binary, read by `compare` and `report`, on the main thread.
 
@@ -45,7 +45,7 @@ pub struct LabResult<T> {
 
 /// What a measuring thread's scheduling request obtained.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Applied {
+pub struct SchedObtained {
     /// Kernel thread id.
     pub tid: i32,
     /// The class asked for.
@@ -56,7 +56,7 @@ pub struct Applied {
     pub affinity: Outcome,
 }
 
-impl Applied {
+impl SchedObtained {
     /// A warning line when the class or the pinning was refused.
     pub fn warning(&self, who: &str) -> Option<String> {
         for (what, o) in [

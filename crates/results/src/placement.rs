@@ -4,7 +4,7 @@
 //! crate, read by `compare` and `report`, on the main thread.
 
 use crate::histogram::EncodedHistogram;
-use crate::lab::{Applied, Params};
+use crate::lab::{Params, SchedObtained};
 use serde::{Deserialize, Serialize};
 
 /// The experiment's kind.
@@ -27,7 +27,7 @@ pub struct PlacedThread {
     /// Kernel thread id.
     pub tid: i32,
     /// Scheduling obtained.
-    pub sched: Applied,
+    pub sched: SchedObtained,
     /// Milliseconds from the common start to the end of its work (and of the injected stall).
     pub completion_ms: f64,
     /// Percent later than the median completion.

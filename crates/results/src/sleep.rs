@@ -4,7 +4,7 @@
 //! Written by the lab crate, read by `compare` and `report`, on the main thread.
 
 use crate::histogram::EncodedHistogram;
-use crate::lab::{Applied, Params};
+use crate::lab::{Params, SchedObtained};
 use serde::{Deserialize, Serialize};
 
 /// The experiment's kind.
@@ -60,7 +60,7 @@ pub struct SleepPoint {
     /// Whether PR_SET_TIMERSLACK took it (false: the value it kept is in `slack_obtained_ns`).
     pub slack_obtained_ns: Option<u64>,
     /// The class, and what took effect.
-    pub sched: Applied,
+    pub sched: SchedObtained,
     /// Thread CPU time / wall time, in percent of one CPU.
     pub cpu_pct: f64,
     /// Wake-ups per second achieved.

@@ -4,7 +4,7 @@
 //! fingerprint. Written by the lab crate, read by `compare` and `report`, on the main thread.
 
 use crate::histogram::EncodedHistogram;
-use crate::lab::{parse_lab, Applied, LabResult, Params};
+use crate::lab::{parse_lab, LabResult, Params, SchedObtained};
 use crate::read::ReadError;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -45,7 +45,7 @@ pub struct ThreadLatency {
     /// The CPU it was pinned to, if any.
     pub cpu: Option<usize>,
     /// Scheduling obtained.
-    pub sched: Applied,
+    pub sched: SchedObtained,
     /// Figures in µs.
     pub latency: LatencySummary,
     /// Counts per 1 µs bucket, from 0 µs up to the cap.
