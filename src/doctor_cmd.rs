@@ -16,18 +16,9 @@ use xrunlab_engine::EngineConfig;
 use xrunlab_results::doctor::{AppliedInfo, DoctorResult, SCHEMA};
 use xrunlab_sys::Provenance;
 
+/// The checks' options; --buffer and --rate were checked against the engine's ranges by their
+/// parsers (`parse::within`).
 fn options(args: &DoctorArgs) -> Result<Options, Failure> {
-    use xrunlab_engine::config::{BUFFER_FRAMES_RANGE, SAMPLE_RATE_RANGE};
-    for (flag, value, (lo, hi)) in [
-        ("--buffer", args.buffer, BUFFER_FRAMES_RANGE),
-        ("--rate", args.rate, SAMPLE_RATE_RANGE),
-    ] {
-        if !(lo..=hi).contains(&value) {
-            return Err(Failure::Usage(format!(
-                "invalid value '{value}' for {flag}: allowed {lo}..={hi}"
-            )));
-        }
-    }
     Ok(Options {
         buffer_frames: args.buffer,
         sample_rate: args.rate,

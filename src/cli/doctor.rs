@@ -1,6 +1,6 @@
 //! `doctor`'s arguments; parsed on the main thread.
 
-use super::parse::{parse_duration, parse_setting};
+use super::parse::{parse_duration, parse_setting, within};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -9,9 +9,11 @@ use xrunlab_engine::config::limit;
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     #[arg(long, value_name = "FRAMES", default_value_t = 128,
+          value_parser = within(limit::BUFFER_FRAMES),
           help = format!("Buffer size the checks and measurements assume, {}", limit::BUFFER_FRAMES))]
     pub buffer: u32,
     #[arg(long, value_name = "HZ", default_value_t = 48_000,
+          value_parser = within(limit::SAMPLE_RATE),
           help = format!("Sample rate the checks and measurements assume, {}", limit::SAMPLE_RATE))]
     pub rate: u32,
     /// Write the report (and measurements) as JSON; "-" writes it to standard output

@@ -349,11 +349,12 @@ fn bad_input_is_a_usage_error() {
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
             vec!["--buffer".into(), "7".into()],
-            "invalid value '7' for --buffer: allowed 16..=8192",
+            // Checked by the flag's parser against the engine's table, as run's flags are.
+            "invalid value '7' for '--buffer <FRAMES>': allowed 16..=8192 frames",
         ),
         (
             vec!["--rate".into(), "1000".into()],
-            "invalid value '1000' for --rate: allowed 8000..=384000",
+            "invalid value '1000' for '--rate <HZ>': allowed 8000..=384000 Hz",
         ),
         (
             vec!["--apply".into(), "turbo".into()],
