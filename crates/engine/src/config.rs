@@ -8,39 +8,8 @@ pub use xrunlab_dsp::ChordNotes;
 use xrunlab_dsp::{ChordLayout, Kernel, MAX_CHORD_COPIES};
 use xrunlab_sys::sched::RtPolicy;
 
-/// Sample rates the engine accepts.
-pub const SAMPLE_RATE_RANGE: (u32, u32) = (8_000, 384_000);
-/// Buffer sizes the engine accepts, in frames; scratch buffers are sized for the maximum.
-pub const BUFFER_FRAMES_RANGE: (u32, u32) = (16, 8_192);
-/// Processing threads the engine accepts.
-pub const THREADS_RANGE: (usize, usize) = (1, 64);
-/// Busy threads (AudioPerfLab's range).
-pub const BUSY_COUNT_RANGE: (u32, u32) = (0, 4);
-/// Busy thread period in milliseconds (AudioPerfLab's range).
-pub const BUSY_PERIOD_MS_RANGE: (u32, u32) = (5, 100);
-/// Partials per work chunk.
-pub const CHUNK_SIZE_RANGE: (usize, usize) = (1, 65_536);
-/// AudioPerfLab's chord duplicates (its default is one per physical core).
-pub const CHORDS_RANGE: (usize, usize) = (1, MAX_CHORD_COPIES);
-/// A share of the buffer or of the busy period, in percent (minimum load, busy duty).
-pub const PERCENT_RANGE: (f32, f32) = (0.0, 100.0);
-/// SCHED_FIFO/RR priorities Linux accepts.
-pub const PRIORITY_RANGE: (u8, u8) = (1, 99);
-/// SCHED_DEADLINE runtime in percent of the period: some runtime, at most all of it.
-pub const DEADLINE_RUNTIME_PCT_RANGE: (f32, f32) = (1.0, 100.0);
-/// uclamp.min values Linux accepts (1024 = the biggest CPU at its highest frequency).
-pub const UCLAMP_MIN_RANGE: (u32, u32) = (0, 1_024);
-/// Injected stall length in milliseconds (0 = off): a stall longer than a second only freezes
-/// the page.
-pub const STALL_MS_RANGE: (f64, f64) = (0.0, 1_000.0);
-/// Time between injected stalls in milliseconds.
-pub const STALL_EVERY_MS_RANGE: (f64, f64) = (10.0, 60_000.0);
-/// The sample rates offered in lists (the page's menu); any rate in [`SAMPLE_RATE_RANGE`] is accepted.
+/// The sample rates offered in lists (the page's menu); any rate in [`limit::SAMPLE_RATE`] is accepted.
 pub const COMMON_SAMPLE_RATES: [u32; 5] = [44_100, 48_000, 88_200, 96_000, 192_000];
-/// How long the driver may spin on the workers before it sleeps, in microseconds.
-pub const DRIVER_SPIN_US_RANGE: (u32, u32) = (0, 1_000);
-/// Test hook: how many times the kernel's cost is multiplied ([`EngineConfig::kernel_slowdown`]).
-pub const KERNEL_SLOWDOWN_RANGE: (u32, u32) = (1, 16);
 
 /// An inclusive range of allowed values and its unit, as errors name it ("5..=100 ms").
 /// Serializes as `[min, max]`, as the dashboard's `status.limits` carries it.
@@ -127,47 +96,50 @@ pub struct Limits {
     pub stall_every_ms: Limit<f64>,
 }
 
-/// The ranges of [`Limits`] as constants, for code that needs one at compile time.
+/// Every fixed range of the engine's settings, each written once, here: [`Limits`] (the table
+/// the dashboard serves) and every check read these.
 pub mod limit {
-    use super::*;
-    /// See [`SAMPLE_RATE_RANGE`].
-    pub const SAMPLE_RATE: Limit<u32> = Limit::new(SAMPLE_RATE_RANGE, "Hz");
-    /// See [`BUFFER_FRAMES_RANGE`].
-    pub const BUFFER_FRAMES: Limit<u32> = Limit::new(BUFFER_FRAMES_RANGE, "frames");
-    /// See [`CHORDS_RANGE`].
-    pub const CHORDS: Limit<usize> = Limit::new(CHORDS_RANGE, "");
-    /// See [`THREADS_RANGE`].
-    pub const THREADS: Limit<usize> = Limit::new(THREADS_RANGE, "");
-    /// See [`CHUNK_SIZE_RANGE`].
-    pub const CHUNK_SIZE: Limit<usize> = Limit::new(CHUNK_SIZE_RANGE, "");
-    /// See [`PERCENT_RANGE`].
-    pub const MIN_LOAD_PCT: Limit<f32> = Limit::new(PERCENT_RANGE, "%");
-    /// See [`DRIVER_SPIN_US_RANGE`].
-    pub const DRIVER_SPIN_US: Limit<u32> = Limit::new(DRIVER_SPIN_US_RANGE, "us");
-    /// See [`KERNEL_SLOWDOWN_RANGE`].
-    pub const KERNEL_SLOWDOWN: Limit<u32> = Limit::new(KERNEL_SLOWDOWN_RANGE, "");
-    /// See [`BUSY_COUNT_RANGE`].
-    pub const BUSY_COUNT: Limit<u32> = Limit::new(BUSY_COUNT_RANGE, "");
-    /// See [`BUSY_PERIOD_MS_RANGE`].
-    pub const BUSY_PERIOD_MS: Limit<u32> = Limit::new(BUSY_PERIOD_MS_RANGE, "ms");
-    /// See [`PERCENT_RANGE`].
-    pub const BUSY_DUTY_PCT: Limit<f32> = Limit::new(PERCENT_RANGE, "%");
-    /// See [`PRIORITY_RANGE`].
-    pub const PRIORITY: Limit<u8> = Limit::new(PRIORITY_RANGE, "");
-    /// See [`DEADLINE_RUNTIME_PCT_RANGE`].
-    pub const DEADLINE_RUNTIME_PCT: Limit<f32> = Limit::new(DEADLINE_RUNTIME_PCT_RANGE, "%");
-    /// See [`UCLAMP_MIN_RANGE`].
-    pub const UCLAMP_MIN: Limit<u32> = Limit::new(UCLAMP_MIN_RANGE, "");
-    /// See [`STALL_MS_RANGE`].
-    pub const STALL_MS: Limit<f64> = Limit::new(STALL_MS_RANGE, "ms");
-    /// See [`STALL_EVERY_MS_RANGE`].
-    pub const STALL_EVERY_MS: Limit<f64> = Limit::new(STALL_EVERY_MS_RANGE, "ms");
+    use super::{Limit, MAX_CHORD_COPIES};
+
+    /// Sample rates the engine accepts.
+    pub const SAMPLE_RATE: Limit<u32> = Limit::new((8_000, 384_000), "Hz");
+    /// Buffer sizes the engine accepts, in frames; scratch buffers are sized for the maximum.
+    pub const BUFFER_FRAMES: Limit<u32> = Limit::new((16, 8_192), "frames");
+    /// AudioPerfLab's chord duplicates (its default is one per physical core).
+    pub const CHORDS: Limit<usize> = Limit::new((1, MAX_CHORD_COPIES), "");
+    /// Processing threads the engine accepts.
+    pub const THREADS: Limit<usize> = Limit::new((1, 64), "");
+    /// Partials per work chunk.
+    pub const CHUNK_SIZE: Limit<usize> = Limit::new((1, 65_536), "");
+    /// The minimum load, in percent of the buffer.
+    pub const MIN_LOAD_PCT: Limit<f32> = Limit::new((0.0, 100.0), "%");
+    /// How long the driver may spin on the workers before it sleeps, in microseconds.
+    pub const DRIVER_SPIN_US: Limit<u32> = Limit::new((0, 1_000), "us");
+    /// Test hook: how many times the kernel's cost is multiplied ([`super::EngineConfig::kernel_slowdown`]).
+    pub const KERNEL_SLOWDOWN: Limit<u32> = Limit::new((1, 16), "");
+    /// Busy threads (AudioPerfLab's range).
+    pub const BUSY_COUNT: Limit<u32> = Limit::new((0, 4), "");
+    /// Busy thread period in milliseconds (AudioPerfLab's range).
+    pub const BUSY_PERIOD_MS: Limit<u32> = Limit::new((5, 100), "ms");
+    /// The busy threads' duty, in percent of the busy period.
+    pub const BUSY_DUTY_PCT: Limit<f32> = Limit::new((0.0, 100.0), "%");
+    /// SCHED_FIFO/RR priorities Linux accepts.
+    pub const PRIORITY: Limit<u8> = Limit::new((1, 99), "");
+    /// SCHED_DEADLINE runtime in percent of the period: some runtime, at most all of it.
+    pub const DEADLINE_RUNTIME_PCT: Limit<f32> = Limit::new((1.0, 100.0), "%");
+    /// uclamp.min values Linux accepts (1024 = the biggest CPU at its highest frequency).
+    pub const UCLAMP_MIN: Limit<u32> = Limit::new((0, 1_024), "");
+    /// Injected stall length in milliseconds (0 = off): a stall longer than a second only freezes
+    /// the page.
+    pub const STALL_MS: Limit<f64> = Limit::new((0.0, 1_000.0), "ms");
+    /// Time between injected stalls in milliseconds.
+    pub const STALL_EVERY_MS: Limit<f64> = Limit::new((10.0, 60_000.0), "ms");
 }
 
 impl Limits {
     /// The table.
     pub fn get() -> Limits {
-        let (lo, hi) = BUFFER_FRAMES_RANGE;
+        let (lo, hi) = (limit::BUFFER_FRAMES.min, limit::BUFFER_FRAMES.max);
         Limits {
             sample_rate: limit::SAMPLE_RATE,
             sample_rates: COMMON_SAMPLE_RATES
@@ -384,7 +356,7 @@ impl Default for EngineConfig {
     /// AudioPerfLab's start-up state on this machine: one chord per physical core,
     /// 18 sines per chord, a burst of 75 % of the sine maximum, the standard preset.
     fn default() -> Self {
-        let chords = recommended_threads(None).min(CHORDS_RANGE.1);
+        let chords = recommended_threads(None).min(limit::CHORDS.max);
         let layout = ChordLayout {
             notes: ChordNotes::Apl,
             chords,
@@ -584,7 +556,7 @@ impl EngineConfig {
     /// AudioPerfLab's recommended thread count for these settings: the physical
     /// cores among `rt.cpus`, or among the CPUs this process may use.
     pub fn recommended_threads(&self) -> usize {
-        recommended_threads(self.rt.cpus.as_deref()).min(THREADS_RANGE.1)
+        recommended_threads(self.rt.cpus.as_deref()).min(limit::THREADS.max)
     }
 
     /// Sets the preset's fields; [`Preset::Custom`] changes nothing. Both presets
@@ -834,8 +806,8 @@ mod tests {
         assert_eq!(v["min_load_pct"], serde_json::json!([0.0, 100.0]));
         assert_eq!(l.busy_period_ms.to_string(), "5..=100 ms");
         assert_eq!(l.busy_count.to_string(), "0..=4");
-        assert_eq!(l.buffer_sizes.first(), Some(&BUFFER_FRAMES_RANGE.0));
-        assert_eq!(l.buffer_sizes.last(), Some(&BUFFER_FRAMES_RANGE.1));
+        assert_eq!(l.buffer_sizes.first(), Some(&limit::BUFFER_FRAMES.min));
+        assert_eq!(l.buffer_sizes.last(), Some(&limit::BUFFER_FRAMES.max));
         assert!(l.buffer_sizes.windows(2).all(|w| w[1] == 2 * w[0]));
         assert!(l.sample_rates.contains(&48_000));
         assert!(l.sample_rates.iter().all(|&r| l.sample_rate.contains(r)));

@@ -21,7 +21,7 @@ use xrunlab_sys::procfs::ThreadStat;
 use xrunlab_sys::sched::{self, DeadlineParams, PmQosGuard, RtRequest, ThreadSchedReport};
 
 /// Largest buffer the render cycle supports, in frames.
-pub const MAX_FRAMES: usize = crate::config::BUFFER_FRAMES_RANGE.1 as usize;
+pub const MAX_FRAMES: usize = crate::config::limit::BUFFER_FRAMES.max as usize;
 
 /// How long start and restart wait for the device's driver thread to report in.
 const DRIVER_REGISTRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);

@@ -110,7 +110,7 @@ impl CapacityParams {
         )?;
         check_range("--repeats", self.repeats, 1, 100, "")?;
         check_range("--burst-load", self.burst_load_pct, 0.0, 100.0, " %")?;
-        let (lo, hi) = xrunlab_engine::config::KERNEL_SLOWDOWN_RANGE;
+        let (lo, hi) = (limit::KERNEL_SLOWDOWN.min, limit::KERNEL_SLOWDOWN.max);
         check_range("--kernel-slowdown", self.kernel_slowdown, lo, hi, "")?;
         let c = self.config(Preset::Standard, self.buffers[0], self.latency_sines);
         if let Err(e) = c.validate() {

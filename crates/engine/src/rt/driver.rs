@@ -26,8 +26,8 @@ const MIN_WAIT_MARGIN_NS: u64 = 2_000_000;
 const NO_DEADLINE_WAIT_NS: u64 = 5_000_000_000;
 /// Workers the unfinished mask of a buffer can name (one bit each).
 const MAX_WORKERS: usize = 64;
-// Every worker fits the mask: at most THREADS_RANGE.1 workers (waits_for_workers mode).
-const _: () = assert!(crate::config::THREADS_RANGE.1 <= MAX_WORKERS);
+// Every worker fits the mask: at most limit::THREADS.max workers (waits_for_workers mode).
+const _: () = assert!(crate::config::limit::THREADS.max <= MAX_WORKERS);
 /// How long a burst lasts.
 pub const BURST_SECONDS: f64 = 0.25;
 
