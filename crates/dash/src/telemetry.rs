@@ -341,16 +341,19 @@ mod tests {
         let buffer_ns = 128.0 * 1e9 / 48_000.0;
         let start = 1_000_000_000 + seq * buffer_ns as u64;
         BufferReport {
-            seq,
-            frames: 128,
+            record: xrunlab_engine::BufferRecord {
+                seq,
+                frames: 128,
+                period_start_ns: start,
+                deadline_ns: start + buffer_ns as u64,
+                driver_wake_ns: start + 10_000,
+                render_start_ns: start + 10_000,
+                render_end_ns: start + 10_000 + (load * buffer_ns) as u64,
+                active_sines: 100,
+                late: load > 1.0,
+                ..Default::default()
+            },
             sample_rate: 48_000,
-            period_start_ns: start,
-            deadline_ns: start + buffer_ns as u64,
-            driver_wake_ns: start + 10_000,
-            render_start_ns: start + 10_000,
-            render_end_ns: start + 10_000 + (load * buffer_ns) as u64,
-            active_sines: 100,
-            late: load > 1.0,
             threads: threads
                 .iter()
                 .map(|&(index, sines, cpu)| ThreadReport {

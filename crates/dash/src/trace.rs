@@ -383,15 +383,18 @@ mod tests {
 
     fn buffer(seq: u64, period_start_ns: u64) -> BufferReport {
         BufferReport {
-            seq,
-            frames: 128,
+            record: xrunlab_engine::BufferRecord {
+                seq,
+                frames: 128,
+                period_start_ns,
+                deadline_ns: period_start_ns + 2_666_666,
+                driver_wake_ns: period_start_ns,
+                render_start_ns: period_start_ns,
+                render_end_ns: period_start_ns + 1_000_000,
+                active_sines: 10,
+                ..Default::default()
+            },
             sample_rate: 48_000,
-            period_start_ns,
-            deadline_ns: period_start_ns + 2_666_666,
-            driver_wake_ns: period_start_ns,
-            render_start_ns: period_start_ns,
-            render_end_ns: period_start_ns + 1_000_000,
-            active_sines: 10,
             ..BufferReport::default()
         }
     }

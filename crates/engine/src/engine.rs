@@ -379,24 +379,11 @@ impl Engine {
             }
             batch.push(BufferReport {
                 epoch: self.epoch,
-                seq: b.seq,
-                frames: b.frames,
+                record: b,
                 sample_rate: rate,
-                period_start_ns: b.period_start_ns,
-                deadline_ns: b.deadline_ns,
-                driver_wake_ns: b.driver_wake_ns,
-                render_start_ns: b.render_start_ns,
-                render_end_ns: b.render_end_ns,
-                active_sines: b.active_sines,
-                burst: b.burst,
-                late: b.late,
                 device_xrun: false,
                 server_xruns: 0,
-                unfinished_workers: b.unfinished_workers,
-                input_peak: b.input_peak,
                 server_load_pct,
-                injected_stall_ns: b.injected_stall_ns,
-                injected_hang_worker: b.injected_hang_worker,
                 threads,
             });
         }

@@ -23,4 +23,5 @@ pub use device::{Device, DeviceError, DeviceErrorKind, DeviceInfo, DeviceSignals
 pub use engine::{ChordInfo, ConfigApplied, Engine, EngineError, ProcessRt, ThreadInfo};
 pub use report::{BufferReport, ThreadReport, ThreadRole};
 pub use rt::driver::{Cycle, CycleOutcome, Renderer, BURST_SECONDS};
+pub use rt::records::BufferRecord;
 pub use summary::{Distribution, Percentiles, RunStats, Scale, Summary, ThreadSummary};

@@ -1,6 +1,7 @@
 //! Per-buffer reports assembled from the record rings, as the collector (a control thread) hands
 //! them to sinks: CSV rows, statistics, the dashboard.
 
+use crate::rt::records::BufferRecord;
 use serde::Serialize;
 
 /// Role of an audio thread.
@@ -36,53 +37,42 @@ pub struct ThreadReport {
     pub cpu_ns: u64,
 }
 
-/// One buffer with every thread's part. (`Default` is all zeros: a base for fixtures.)
+/// One buffer with every thread's part: the driver's record of it, and what the collector
+/// adds (its epoch, the rate, the server's xruns and load, each thread's part). The record's
+/// fields read through the report (`report.seq`, `report.late`), so they are written once, in
+/// [`BufferRecord`]. (`Default` is all zeros: a base for fixtures.)
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct BufferReport {
     /// Audio start this buffer belongs to (a restart begins a new epoch).
     pub epoch: u32,
-    /// Sequence number within the epoch.
-    pub seq: u64,
-    /// Frames in the buffer.
-    pub frames: u32,
+    /// The buffer as the driver recorded it.
+    #[serde(flatten)]
+    pub record: BufferRecord,
     /// Sample rate.
     pub sample_rate: u32,
-    /// Period start (CLOCK_MONOTONIC ns).
-    pub period_start_ns: u64,
-    /// Deadline (CLOCK_MONOTONIC ns; u64::MAX offline).
-    pub deadline_ns: u64,
-    /// When the driver ran.
-    pub driver_wake_ns: u64,
-    /// Render start.
-    pub render_start_ns: u64,
-    /// Render end.
-    pub render_end_ns: u64,
-    /// Sines sounding.
-    pub active_sines: u32,
-    /// A burst was in progress.
-    pub burst: bool,
-    /// The render ended after the deadline.
-    pub late: bool,
     /// The device reported an xrun during this buffer.
     pub device_xrun: bool,
     /// Server xruns attributed to this buffer (`device_xrun` is `server_xruns > 0`).
     pub server_xruns: u32,
-    /// Workers that had not finished their part when the driver stopped
-    /// waiting (bit `i` = worker thread `i + 1`), so the output lacks it; see
-    /// [`BufferReport::unfinished_threads`].
-    pub unfinished_workers: u64,
-    /// Input peak when input is on.
-    pub input_peak: Option<f32>,
     /// The server's own DSP load in percent (its smoothed average, sampled
     /// when this buffer was collected), for devices with a server.
     pub server_load_pct: Option<f32>,
-    /// Fault injection: how long this render was made to busy-wait before working (0 = none).
-    pub injected_stall_ns: u64,
-    /// Fault injection: the worker (thread index 1..) made to hang in this buffer's cycle
-    /// (0 = none).
-    pub injected_hang_worker: u32,
     /// Each thread's part (driver first); a thread whose record was dropped is missing.
     pub threads: Vec<ThreadReport>,
+}
+
+impl std::ops::Deref for BufferReport {
+    type Target = BufferRecord;
+
+    fn deref(&self) -> &BufferRecord {
+        &self.record
+    }
+}
+
+impl std::ops::DerefMut for BufferReport {
+    fn deref_mut(&mut self) -> &mut BufferRecord {
+        &mut self.record
+    }
 }
 
 impl BufferReport {

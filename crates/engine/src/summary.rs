@@ -582,15 +582,18 @@ mod tests {
 
     fn report(seq: u64, threads: usize) -> BufferReport {
         BufferReport {
-            seq,
-            frames: 32,
+            record: crate::rt::records::BufferRecord {
+                seq,
+                frames: 32,
+                period_start_ns: 1_000_000,
+                deadline_ns: 1_666_666,
+                driver_wake_ns: 1_010_000,
+                render_start_ns: 1_010_000,
+                render_end_ns: 1_300_000,
+                active_sines: 100,
+                ..Default::default()
+            },
             sample_rate: 48_000,
-            period_start_ns: 1_000_000,
-            deadline_ns: 1_666_666,
-            driver_wake_ns: 1_010_000,
-            render_start_ns: 1_010_000,
-            render_end_ns: 1_300_000,
-            active_sines: 100,
             server_load_pct: Some(12.5),
             threads: (0..threads)
                 .map(|index| ThreadReport {

@@ -134,10 +134,13 @@ mod tests {
 
     fn buffer(sines: u32, cpu_ns: &[u64]) -> BufferReport {
         BufferReport {
-            frames: 128,
+            record: crate::rt::records::BufferRecord {
+                frames: 128,
+                deadline_ns: 2_666_666,
+                active_sines: sines,
+                ..Default::default()
+            },
             sample_rate: 48_000,
-            deadline_ns: 2_666_666,
-            active_sines: sines,
             threads: cpu_ns
                 .iter()
                 .enumerate()

@@ -518,18 +518,21 @@ mod tests {
 
     fn late_buffer(seq: u64) -> BufferReport {
         BufferReport {
-            seq,
-            frames: 128,
+            record: crate::rt::records::BufferRecord {
+                seq,
+                frames: 128,
+                period_start_ns: 1_000_000,
+                deadline_ns: 3_666_666,
+                driver_wake_ns: 1_010_000,
+                render_start_ns: 1_010_000,
+                render_end_ns: 9_000_000,
+                active_sines: 100,
+                late: true,
+                unfinished_workers: 0b10,
+                injected_stall_ns: 8_000_000,
+                ..Default::default()
+            },
             sample_rate: 48_000,
-            period_start_ns: 1_000_000,
-            deadline_ns: 3_666_666,
-            driver_wake_ns: 1_010_000,
-            render_start_ns: 1_010_000,
-            render_end_ns: 9_000_000,
-            active_sines: 100,
-            late: true,
-            unfinished_workers: 0b10,
-            injected_stall_ns: 8_000_000,
             ..BufferReport::default()
         }
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const RING_CAPACITY: usize = 4_096;
 
 /// One buffer, as the driver saw it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct BufferRecord {
     /// Sequence number within the current audio start (0, 1, 2...).
     pub seq: u64,
