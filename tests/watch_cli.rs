@@ -108,6 +108,16 @@ fn watch(args: &[&str], env: &[(&str, PathBuf)], dir: &Path) -> (Output, Vec<Val
     (out, records, summary)
 }
 
+/// A late client on `server` that runs 8 ms long every 40 cycles, for 30 s.
+fn late_every_40_cycles(server: &TestServer) -> Client {
+    start_client({
+        let mut c = Command::new(late_client());
+        c.args(["late", "40", "8000", "30"])
+            .env("JACK_DEFAULT_SERVER", server.name());
+        c
+    })
+}
+
 fn node_name(r: &Value) -> &str {
     r["card"]["xrun"]["node"]["name"].as_str().unwrap_or("")
 }
@@ -831,12 +841,7 @@ fn sigterm_ends_a_watch_cleanly_with_its_files() {
 fn json_lines_is_a_log_read_while_watch_runs_and_an_earlier_log_is_appended_to() {
     let _turn = take_turn();
     let server = TestServer::start("xwatchlog", 256);
-    let _client = start_client({
-        let mut c = Command::new(late_client());
-        c.args(["late", "40", "8000", "30"])
-            .env("JACK_DEFAULT_SERVER", server.name());
-        c
-    });
+    let _client = late_every_40_cycles(&server);
     let dir = scratch("jack-log");
     let lines = dir.join("xruns.jsonl");
     // An earlier run's log, its last line cut off by a kill mid-write.
@@ -1382,17 +1387,9 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
 #[test]
 fn record_goes_on_across_a_server_restart_and_files_the_gap() {
     let _turn = take_turn();
-    let late = |server: &TestServer| {
-        start_client({
-            let mut c = Command::new(late_client());
-            c.args(["late", "40", "8000", "30"])
-                .env("JACK_DEFAULT_SERVER", server.name());
-            c
-        })
-    };
     let server = TestServer::start("xrecrestart", 256);
     let name = server.name().to_owned();
-    let client = late(&server);
+    let client = late_every_40_cycles(&server);
     let dir = scratch("record-restart");
     let db = dir.join("history.db");
     let recorder = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
@@ -1419,7 +1416,7 @@ fn record_goes_on_across_a_server_restart_and_files_the_gap() {
     std::thread::sleep(Duration::from_secs(2));
     let server = TestServer::start_named(&name, 256)
         .unwrap_or_else(|e| panic!("a new server under {name}: {e:?}"));
-    let _client = late(&server);
+    let _client = late_every_40_cycles(&server);
     let out = recorder.wait_with_output().expect("record ends");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -1464,12 +1461,7 @@ fn record_goes_on_across_a_server_restart_and_files_the_gap() {
 fn record_files_the_servers_thread_losing_sched_fifo_and_the_next_card_mentions_it() {
     let _turn = take_turn();
     let server = TestServer::start("xrecdrift", 256);
-    let _client = start_client({
-        let mut c = Command::new(late_client());
-        c.args(["late", "40", "8000", "30"])
-            .env("JACK_DEFAULT_SERVER", server.name());
-        c
-    });
+    let _client = late_every_40_cycles(&server);
     let before = fifo_threads(server.pid());
     assert!(!before.is_empty(), "jackd runs no SCHED_FIFO thread");
     let dir = scratch("record-drift");
