@@ -124,7 +124,7 @@ pub struct Block {
     pub latency: (u32, u32),
     /// Its own xrun count (servers 0.3.72 and later).
     pub xrun_count: Option<i32>,
-    /// Whether it runs asynchronously, one cycle behind (1.x servers).
+    /// Whether it runs asynchronously, one cycle behind (servers after 1.4; 1.4.2 sends none).
     pub is_async: Option<bool>,
 }
 

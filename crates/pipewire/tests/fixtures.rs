@@ -1,7 +1,7 @@
-//! The pod parser on golden pods: recorded from a real PipeWire 0.3.65 server here, and built
-//! with libspa's serializer in the later layout (0.3.72's per-node xrun count, 1.x's async flag
-//! and xrun duration) since no later server runs here; plus random and damaged pods, which must
-//! give an error and never a panic. Runs on the test thread.
+//! The pod parser on golden pods: recorded from real PipeWire 0.3.65 (Debian 12's) and 1.4.2
+//! (bookworm-backports, unpacked under target/pw-1.4) servers here, and built with libspa's
+//! serializer in each documented layout; plus random and damaged pods, which must give an error
+//! and never a panic. Runs on the test thread.
 
 use pipewire::spa::pod::serialize::PodSerializer;
 use pipewire::spa::pod::{Object, Property, PropertyFlags, Value};
@@ -64,6 +64,113 @@ fn a_recorded_0_3_65_batch_holds_the_late_followers_cycles() {
         late.len(),
         records.len()
     );
+}
+
+#[test]
+fn a_recorded_1_4_2_cycle_reads_by_the_1_4_layout() {
+    let records = parse_profile(&fixture("pw-1.4.2-one-cycle.pod")).expect("parses");
+    assert_eq!(records.len(), 1);
+    let r = &records[0];
+    assert_eq!(r.clock.duration, 256, "PIPEWIRE_QUANTUM=256/48000");
+    assert_eq!(r.clock.rate, (1, 48000));
+    // 1.1.81 and later: `Int transport_state, Int cycle, Long xrun_duration` after next_nsec.
+    assert!(r.clock.transport_state.is_some(), "{:?}", r.clock);
+    assert!(r.clock.cycle.is_some(), "{:?}", r.clock);
+    assert!(r.clock.xrun_duration.is_some(), "{:?}", r.clock);
+    assert!(
+        r.clock.next_nsec > r.clock.nsec,
+        "the next cycle is due after this one: {:?}",
+        r.clock
+    );
+    assert_eq!(r.driver.name, "Dummy-Driver");
+    assert_eq!(r.followers.len(), 1);
+    let f = &r.followers[0];
+    assert_eq!(f.name, "late", "the JACK client the recording ran");
+    assert_eq!(f.status, Status::Finished);
+    assert!(
+        r.driver.signal <= f.signal && f.signal <= f.awake && f.awake <= f.finish,
+        "{f:?}"
+    );
+    // The client had overrun before the recording began: its own count is on every record.
+    assert!(f.xrun_count.is_some_and(|n| n >= 0), "{f:?}");
+    // The async flag came later than 1.4.2, which ends the block at the xrun count.
+    assert_eq!(f.is_async, None);
+}
+
+/// On 1.4.2 an overrun comes as two pods, each of two records: the cycle the follower is still
+/// running in is written again when the next one starts, the driver `Triggered`, the follower
+/// `Awake` and signalled one period later; then the follower finishes late and its own xrun
+/// count rises by one. This is the shape watch's detector reads on 1.4.
+#[test]
+fn a_recorded_1_4_2_overrun_shows_the_follower_awake_at_the_next_signal_and_its_count_rising() {
+    let a = parse_profile(&fixture("pw-1.4.2-overrun-a.pod")).expect("parses");
+    let b = parse_profile(&fixture("pw-1.4.2-overrun-b.pod")).expect("parses");
+    assert_eq!((a.len(), b.len()), (2, 2));
+    let period_ns = 256 * 1_000_000_000 / 48_000;
+    let still_running = &a[0];
+    assert_eq!(still_running.driver.status, Status::Triggered);
+    let f = &still_running.followers[0];
+    assert_eq!(f.status, Status::Awake, "{f:?}");
+    let signalled_after = f.signal - still_running.driver.signal;
+    assert!(
+        (period_ns * 9 / 10..period_ns * 11 / 10).contains(&signalled_after),
+        "signalled one period ({period_ns} ns) after the driver's stamp, not {signalled_after}"
+    );
+    assert!(
+        f.finish < f.signal,
+        "its finish is the previous cycle's: {f:?}"
+    );
+    let before = f.xrun_count.expect("1.4 counts per node");
+    let finished_late = &b[0];
+    let g = &finished_late.followers[0];
+    assert_eq!(g.status, Status::Finished, "{g:?}");
+    // Its `signal` is already the next cycle's; `awake` is still the cycle it overran.
+    assert!(g.signal > g.awake, "{g:?}");
+    assert!(
+        g.finish - g.awake > period_ns,
+        "it worked past its period (8 ms every 20th cycle): {g:?}"
+    );
+    assert_eq!(
+        g.xrun_count,
+        Some(before + 1),
+        "the server counted the overrun"
+    );
+    // Nothing else went wrong on the graph: the driver's own count stays.
+    assert_eq!(finished_late.info.xrun_count, still_running.info.xrun_count);
+}
+
+/// watch's detector on the recorded 1.4.2 overrun: one xrun, of the client, whose cycle is the
+/// one it overran (its window covers the work that ran long), not the cycle before it, which
+/// 1.4 writes again with the follower's stamps already the next cycle's.
+#[test]
+fn watch_finds_the_recorded_1_4_2_overrun_in_the_cycle_the_client_ran_long() {
+    let mut detector = xrunlab_watch::Detector::new();
+    let mut xruns = Vec::new();
+    for name in [
+        "pw-1.4.2-overrun-before.pod",
+        "pw-1.4.2-overrun-a.pod",
+        "pw-1.4.2-overrun-b.pod",
+        "pw-1.4.2-overrun-after.pod",
+    ] {
+        for r in parse_profile(&fixture(name)).expect("parses") {
+            xruns.extend(detector.cycle(&xrunlab_pipewire::watch_source::cycle(&r)));
+        }
+    }
+    assert_eq!(xruns.len(), 1, "{xruns:#?}");
+    let x = &xruns[0];
+    let node = x.node.as_ref().expect("a node's xrun");
+    assert_eq!(node.name, "late");
+    // The work that ran long: it woke 44 µs into its cycle and finished 8.06 ms later.
+    let b = parse_profile(&fixture("pw-1.4.2-overrun-b.pod")).expect("parses");
+    let work = &b[0].followers[0];
+    let (woke, finished) = (work.awake as u64, work.finish as u64);
+    assert!(
+        x.cycle_start_ns <= woke && woke < x.deadline_ns,
+        "the card's cycle [{}, {}) does not hold the overrun's start {woke}",
+        x.cycle_start_ns,
+        x.deadline_ns
+    );
+    assert!(finished > x.deadline_ns, "it ran past the cycle's deadline");
 }
 
 fn info(counter: i64, xruns: i32) -> Value {
@@ -272,7 +379,12 @@ proptest! {
 
     #[test]
     fn truncated_pods_are_errors(cut in 0usize..10_000) {
-        for good in [fixture("pw-0.3.65-one-cycle.pod"), later_layout()] {
+        for good in [
+            fixture("pw-0.3.65-one-cycle.pod"),
+            fixture("pw-1.4.2-one-cycle.pod"),
+            fixture("pw-1.4.2-overrun-a.pod"),
+            later_layout(),
+        ] {
             let cut = cut % good.len();
             prop_assert!(parse_profile(&good[..cut]).is_err(), "a pod cut at {} parsed", cut);
         }
@@ -280,7 +392,12 @@ proptest! {
 
     #[test]
     fn damaged_pods_never_panic(at in 0usize..10_000, byte in any::<u8>()) {
-        for mut pod in [fixture("pw-0.3.65-one-cycle.pod"), later_layout()] {
+        for mut pod in [
+            fixture("pw-0.3.65-one-cycle.pod"),
+            fixture("pw-1.4.2-one-cycle.pod"),
+            fixture("pw-1.4.2-overrun-a.pod"),
+            later_layout(),
+        ] {
             let at = at % pod.len();
             pod[at] = byte;
             let _ = parse_profile(&pod);

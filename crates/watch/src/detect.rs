@@ -356,6 +356,9 @@ impl Detector {
         let deadline = start + period;
         let mut late_nodes = Vec::new();
         for f in &c.followers {
+            if stamped_by_the_next_cycle(c, f) {
+                continue;
+            }
             let (late, evidence) = self.follower_late(f, start, period);
             let stats = self.stats(f);
             if let Some(n) = f.xruns {
@@ -470,6 +473,9 @@ impl Detector {
         let period = c.period_ns();
         let start = c.driver.signal_ns;
         for f in &c.followers {
+            if stamped_by_the_next_cycle(c, f) {
+                continue;
+            }
             let (late, _) = self.follower_late(f, start, period);
             let stats = self.stats(f);
             if !late {
@@ -496,4 +502,19 @@ impl Detector {
         }
         (false, None)
     }
+}
+
+/// Whether a follower's block in `c` is already the next cycle's: PipeWire 1.4 writes a cycle
+/// again when the next one starts, its driver block unchanged and `Triggered`, and a follower
+/// that has been signalled and woken for that next cycle in it (signal and wake-up a period or
+/// more after this cycle's start). Such a block says nothing of this cycle, and the record that
+/// follows tells how the next one ended; read as this cycle's, a follower merely running its next
+/// cycle would be an xrun of the wrong cycle (recorded: `pw-1.4.2-overrun-a.pod`). A follower
+/// signalled late in a cycle whose driver finished (a chain that ran long) is not this case.
+fn stamped_by_the_next_cycle(c: &Cycle, f: &NodeTiming) -> bool {
+    let next = c.driver.signal_ns + c.period_ns() * 9 / 10;
+    c.driver.status == NodeStatus::Triggered
+        && matches!(f.status, NodeStatus::Triggered | NodeStatus::Awake)
+        && f.signal_ns >= next
+        && (f.awake_ns == 0 || f.awake_ns >= f.signal_ns)
 }
