@@ -9,10 +9,14 @@ use crate::files;
 use crate::run_file::{with_extras, write_json, EngineFacts};
 use crate::signals::StopSignals;
 use crate::Failure;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use xrunlab_engine::device::offline::OfflineDevice;
-use xrunlab_engine::{Device, Engine, EngineConfig, Injection, Repeat, RunCollector, RunStats};
+use xrunlab_engine::{
+    drain_loop, hooks, BufferReport, Device, DrainEnd, DrainSource, Engine, EngineConfig,
+    Injection, Repeat, RunCollector, RunStats, Span,
+};
 use xrunlab_results::run::{EndOfRun, Event};
 use xrunlab_sys::{Fingerprint, Provenance};
 
@@ -98,21 +102,10 @@ impl Session {
             .set(Repeat { injection, every }, first_at);
     }
 
-    /// Waits one drain interval, drains, flushes the CSV when due and writes a
-    /// checkpoint when one is due; returns the time since the start.
-    fn tick(&mut self) -> Duration {
-        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
-        let Session {
-            collector,
-            csv,
-            extras,
-            ..
-        } = self;
-        collector.drain(|b| {
-            csv.row(b);
-            extras.buffer(b);
-        });
-        extras.after_drain(xrunlab_engine::rt::clock::now_ns());
+    /// After each drain: the extras' per-drain work, the CSV flushed when due and a checkpoint
+    /// written when one is due; returns the time since the start.
+    fn after_drain(&mut self) -> Duration {
+        self.extras.after_drain(xrunlab_engine::rt::clock::now_ns());
         self.csv.flush_if_due();
         let t = self.t0.elapsed();
         if t >= self.next_checkpoint {
@@ -233,6 +226,24 @@ impl Session {
     }
 }
 
+/// The session drains its collector, each buffer to the CSV and the extras (`--explain`,
+/// `--trace`) before the loop's sink, so that [`collect`]'s hook sees them written.
+impl DrainSource for Session {
+    fn drain_into(&mut self, each: &mut dyn FnMut(&BufferReport)) -> usize {
+        let Session {
+            collector,
+            csv,
+            extras,
+            ..
+        } = self;
+        collector.drain(|b| {
+            csv.row(b);
+            extras.buffer(b);
+            each(b);
+        })
+    }
+}
+
 /// The steps `run` and `render` share before their device is made: the engine flags as a
 /// config (a bad one is a usage error), the command's own `check` of it (what it finds is
 /// handed back), provenance from here, and each output path checked (nothing is created yet).
@@ -262,32 +273,48 @@ struct Endings {
     interrupted: &'static str,
 }
 
-/// Collects until the device ends, a stop signal arrives or `step` (called after each
-/// drain with the time since the start) says why to stop; then finishes the session.
+/// Collects through the one drain loop ([`drain_loop`]) until the device ends, a stop signal
+/// arrives or `duration` (when given) is reached, calling `step` after each drain but the last
+/// with the time since the start; then finishes the session.
 fn collect(
     mut session: Session,
     signals: &StopSignals,
     endings: Endings,
-    mut step: impl FnMut(&mut Session, Duration) -> Option<(String, bool)>,
+    duration: Option<Duration>,
+    mut step: impl FnMut(&mut Session, Duration),
 ) -> Result<(), Failure> {
-    let (reason, ok) = loop {
-        let t = session.tick();
+    let after = |session: &mut Session, _: Duration, last: bool| {
+        let t = session.after_drain();
         if let Some((reason, ok)) = session.device_end() {
-            break (format!("{}{reason}", endings.device), ok);
+            return ControlFlow::Break((format!("{}{reason}", endings.device), ok));
         }
-        if let Some(signal) = signals.received() {
-            break (
-                format!(
-                    "interrupted by {signal} after {:.1} s; {}",
-                    t.as_secs_f64(),
-                    endings.interrupted
-                ),
-                true,
-            );
+        if !last {
+            step(session, t);
         }
-        if let Some(end) = step(&mut session, t) {
-            break end;
-        }
+        ControlFlow::Continue(())
+    };
+    let span = duration.map_or(Span::Open, Span::For);
+    let stopped = || signals.received().is_some();
+    let end = drain_loop(&mut session, span, stopped, &mut hooks(|_| {}, after));
+    let (reason, ok) = match end {
+        DrainEnd::Broke(end) => end,
+        DrainEnd::Stopped => (
+            format!(
+                "interrupted by {} after {:.1} s; {}",
+                signals.received().unwrap_or("a stop signal"),
+                session.t0.elapsed().as_secs_f64(),
+                endings.interrupted
+            ),
+            true,
+        ),
+        // Only a run with a duration gets here.
+        DrainEnd::Elapsed => (
+            format!(
+                "duration reached ({})",
+                humantime::format_duration(duration.unwrap_or_default())
+            ),
+            true,
+        ),
     };
     session.finish(reason, ok)
 }
@@ -348,29 +375,25 @@ pub fn run(args: &RunArgs) -> Result<(), Failure> {
         device: "device ended: ",
         interrupted: "data up to then is kept",
     };
-    collect(session, &signals, endings, |session, t| {
-        if t >= args.duration {
-            return Some((
-                format!(
-                    "duration reached ({})",
-                    humantime::format_duration(args.duration)
-                ),
-                true,
-            ));
-        }
-        session.inject_due(t);
-        if !args.quiet && t >= next_progress {
-            let totals = session.collector.totals();
-            eprintln!(
-                "{:>5.1} s  buffers {}  dropouts {}",
-                t.as_secs_f64(),
-                totals.buffers,
-                totals.dropouts
-            );
-            next_progress += Duration::from_secs(1);
-        }
-        None
-    })
+    collect(
+        session,
+        &signals,
+        endings,
+        Some(args.duration),
+        |session, t| {
+            session.inject_due(t);
+            if !args.quiet && t >= next_progress {
+                let totals = session.collector.totals();
+                eprintln!(
+                    "{:>5.1} s  buffers {}  dropouts {}",
+                    t.as_secs_f64(),
+                    totals.buffers,
+                    totals.dropouts
+                );
+                next_progress += Duration::from_secs(1);
+            }
+        },
+    )
 }
 
 pub fn render(args: &RenderArgs) -> Result<(), Failure> {
@@ -407,5 +430,5 @@ pub fn render(args: &RenderArgs) -> Result<(), Failure> {
         device: "",
         interrupted: "the WAV file holds what was rendered",
     };
-    collect(session, &signals, endings, |_, _| None)
+    collect(session, &signals, endings, None, |_, _| {})
 }

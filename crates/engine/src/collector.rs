@@ -1,17 +1,25 @@
-//! The run collector: holds a run's engine, drains its records into the caller's sink, keeps the
-//! running totals over restarts and engine replacements (and, when asked, the run's summary), and
-//! injects bursts, stalls and worker hangs on absolute schedules; runs on the caller's control
-//! thread (the CLI's main thread, the dashboard's engine-owner thread), never on an audio thread.
+//! The run collector and the drain loop: holds a run's engine, drains its records into the
+//! caller's sink every [`DRAIN_INTERVAL`] for a span ([`drain_loop`], the one loop every headless
+//! command drains with), keeps the running totals over restarts and engine replacements (and,
+//! when asked, the run's summary), and injects bursts, stalls and worker hangs on absolute
+//! schedules; runs on the caller's control thread (the CLI's main thread, the dashboard's
+//! engine-owner thread), never on an audio thread.
 //!
 //! `xrunlab run`, `xrunlab render`, `xrunlab bench soak` and the dashboard all collect
 //! through [`RunCollector`], so a buffer is counted, summarised and faulted the same way
-//! whichever of them ran it. The caller keeps the cadence (how often it drains) and what a
-//! buffer becomes (CSV row, telemetry column, blame card) through its sink.
+//! whichever of them ran it. The headless commands and the lab's experiments all drain through
+//! [`drain_loop`] (on a bare [`Engine`] or through [`RunCollector::run_for`]), so the cadence,
+//! the cut-short last wait, the stop check and the final drain are written once; what a buffer
+//! becomes (CSV row, telemetry column, blame card) and what happens after each drain (checkpoint,
+//! sample, progress) is the caller's, through its [`DrainSink`]. The dashboard keeps its own,
+//! faster cadence inside its command loop.
 
 use crate::config::EngineConfig;
 use crate::engine::{ConfigApplied, Engine, EngineError};
 use crate::report::BufferReport;
 use crate::summary::{RunStats, Summary};
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 /// How often a headless run's control thread drains the engine's rings (`run`, the lab's
@@ -20,25 +28,158 @@ use std::time::{Duration, Instant};
 /// drains faster (10 ms) for its display.
 pub const DRAIN_INTERVAL: Duration = Duration::from_millis(20);
 
-/// Drains `engine` every [`DRAIN_INTERVAL`] for `d` (the last wait cut short so as not to
-/// overrun it), each buffer to `each`, and once more at the end; returns false, without the
-/// last drain, as soon as `stopped` says so.
-pub fn drain_for(
-    engine: &mut Engine,
-    d: Duration,
-    stopped: impl Fn() -> bool,
-    mut each: impl FnMut(&BufferReport),
-) -> bool {
-    let t0 = Instant::now();
-    while t0.elapsed() < d {
-        if stopped() {
-            return false;
-        }
-        std::thread::sleep(DRAIN_INTERVAL.min(d.saturating_sub(t0.elapsed())));
-        engine.drain(&mut each);
+/// How long a drain loop runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// This long from the loop's start: the last wait is cut short so as not to overrun it, and
+    /// the drain after it is the loop's final one.
+    For(Duration),
+    /// Until the sink's hook breaks or the caller's stop check says so (a run that ends on its
+    /// device, `render`'s offline one).
+    Open,
+}
+
+/// How a drain loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DrainEnd<B> {
+    /// Its [`Span::For`] went by; every buffer up to its end was drained.
+    Elapsed,
+    /// The stop check said so, before a wait: no drain after it (stopping the engine
+    /// collects what is left).
+    Stopped,
+    /// The sink's hook broke with this, right after a drain.
+    Broke(B),
+}
+
+/// What a drain loop drains: an [`Engine`], a [`RunCollector`] (which counts each buffer on
+/// the way), or a caller's wrapper around one that does more with each buffer.
+pub trait DrainSource {
+    /// Moves every complete buffer to `each`, in order; returns how many.
+    fn drain_into(&mut self, each: &mut dyn FnMut(&BufferReport)) -> usize;
+}
+
+impl DrainSource for Engine {
+    fn drain_into(&mut self, each: &mut dyn FnMut(&BufferReport)) -> usize {
+        self.drain(each)
     }
-    engine.drain(&mut each);
-    true
+}
+
+impl DrainSource for RunCollector {
+    fn drain_into(&mut self, each: &mut dyn FnMut(&BufferReport)) -> usize {
+        self.drain(each)
+    }
+}
+
+/// Where a drain loop puts what it drains from a `D`: every buffer, then a hook after each
+/// whole drain. One trait rather than two closures because the two often share mutable state
+/// (the explain collector observes each buffer and builds its due cards after each drain).
+/// A closure over `&BufferReport` is a sink without a hook; [`hooks`] makes one of two closures
+/// that share nothing.
+pub trait DrainSink<D: ?Sized> {
+    /// What the hook breaks the loop with.
+    type Break;
+
+    /// One drained buffer, in order.
+    fn buffer(&mut self, b: &BufferReport);
+
+    /// After each whole drain, with the source (to check whether its device ended, read its
+    /// totals, inject), the time since the loop began, and whether this was the final drain of
+    /// a [`Span::For`] (the loop ends after it whatever the hook says, unless it breaks).
+    fn after_drain(&mut self, source: &mut D, t: Duration, last: bool) -> ControlFlow<Self::Break> {
+        let _ = (source, t, last);
+        ControlFlow::Continue(())
+    }
+}
+
+impl<D: ?Sized, F: FnMut(&BufferReport)> DrainSink<D> for F {
+    type Break = Infallible;
+
+    fn buffer(&mut self, b: &BufferReport) {
+        self(b);
+    }
+}
+
+/// A sink of two closures, each buffer to `buffer` and the hook to `after_drain`, for a caller
+/// whose per-buffer and per-drain work share no mutable state; see [`hooks`].
+pub struct Hooks<F, G> {
+    buffer: F,
+    after_drain: G,
+}
+
+/// A sink calling `buffer` with each buffer and `after_drain` after each whole drain (see
+/// [`DrainSink::after_drain`]). Annotate the hook's source argument (`|e: &mut Engine, t, last|`):
+/// nothing else names it.
+pub fn hooks<D: ?Sized, B, F, G>(buffer: F, after_drain: G) -> Hooks<F, G>
+where
+    F: FnMut(&BufferReport),
+    G: FnMut(&mut D, Duration, bool) -> ControlFlow<B>,
+{
+    Hooks {
+        buffer,
+        after_drain,
+    }
+}
+
+impl<D: ?Sized, B, F, G> DrainSink<D> for Hooks<F, G>
+where
+    F: FnMut(&BufferReport),
+    G: FnMut(&mut D, Duration, bool) -> ControlFlow<B>,
+{
+    type Break = B;
+
+    fn buffer(&mut self, b: &BufferReport) {
+        (self.buffer)(b);
+    }
+
+    fn after_drain(&mut self, source: &mut D, t: Duration, last: bool) -> ControlFlow<B> {
+        (self.after_drain)(source, t, last)
+    }
+}
+
+/// The drain loop of every headless command (`run`, `render`, `bench soak`, `ab`, the lab's
+/// experiments): waits [`DRAIN_INTERVAL`], drains `source` into `sink`, calls its hook, and so on
+/// for `span`. `stopped` is polled before each wait; when it says so the loop ends at once
+/// without another drain. Returns how it ended.
+pub fn drain_loop<D: DrainSource + ?Sized, S: DrainSink<D> + ?Sized>(
+    source: &mut D,
+    span: Span,
+    stopped: impl Fn() -> bool,
+    sink: &mut S,
+) -> DrainEnd<S::Break> {
+    drain_every(DRAIN_INTERVAL, source, span, stopped, sink)
+}
+
+/// [`drain_loop`] with its interval as a parameter, so tests can tell a cut-short wait from a
+/// whole one on a noisy machine (a 1 s interval against a 100 ms span).
+fn drain_every<D: DrainSource + ?Sized, S: DrainSink<D> + ?Sized>(
+    interval: Duration,
+    source: &mut D,
+    span: Span,
+    stopped: impl Fn() -> bool,
+    sink: &mut S,
+) -> DrainEnd<S::Break> {
+    let t0 = Instant::now();
+    loop {
+        if stopped() {
+            return DrainEnd::Stopped;
+        }
+        let wait = match span {
+            // Cut short so that the final drain comes at the span's end, not up to an
+            // interval after it.
+            Span::For(d) => interval.min(d.saturating_sub(t0.elapsed())),
+            Span::Open => interval,
+        };
+        std::thread::sleep(wait);
+        source.drain_into(&mut |b| sink.buffer(b));
+        let t = t0.elapsed();
+        let last = matches!(span, Span::For(d) if t >= d);
+        if let ControlFlow::Break(b) = sink.after_drain(source, t, last) {
+            return DrainEnd::Broke(b);
+        }
+        if last {
+            return DrainEnd::Elapsed;
+        }
+    }
 }
 
 /// The next time on an absolute schedule: `at + every`, so the schedule does not drift by
@@ -255,6 +396,18 @@ impl RunCollector {
             tally.add(b);
             sink(b);
         })
+    }
+
+    /// Drains for `span` into `sink` through [`drain_loop`], each buffer counted on the way;
+    /// see it for the cadence, the stop check and the final drain. Without an engine, the loop
+    /// still keeps its time (there is nothing to drain).
+    pub fn run_for<S: DrainSink<RunCollector> + ?Sized>(
+        &mut self,
+        span: Span,
+        stopped: impl Fn() -> bool,
+        sink: &mut S,
+    ) -> DrainEnd<S::Break> {
+        drain_loop(self, span, stopped, sink)
     }
 
     /// Applies `config` to the engine (see [`Engine::apply`]); buffers drained before a
@@ -526,8 +679,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn drain_for_delivers_the_buffers_of_its_span_and_stops_when_asked() {
+    /// An engine on the simulated (real-time paced) device, 256-frame buffers.
+    fn sim() -> Engine {
         let config = EngineConfig {
             sines: 20,
             threads: 1,
@@ -535,31 +688,178 @@ mod tests {
             ..EngineConfig::default()
         };
         let device = SimDevice::new(config.sample_rate, 256, false);
-        let mut engine = Engine::start(config, Box::new(device)).expect("sim engine starts");
-        let mut seen = 0usize;
+        Engine::start(config, Box::new(device)).expect("sim engine starts")
+    }
+
+    /// A sink counting buffers and recording each hook call's (t, last); the hook breaks with
+    /// the call's number once it reaches `break_at`.
+    #[derive(Default)]
+    struct Recorder {
+        buffers: usize,
+        frames: u64,
+        drains: Vec<(Duration, bool)>,
+        break_at: Option<usize>,
+    }
+
+    impl<D: ?Sized> DrainSink<D> for Recorder {
+        type Break = usize;
+
+        fn buffer(&mut self, b: &BufferReport) {
+            self.buffers += 1;
+            self.frames += u64::from(b.frames);
+        }
+
+        fn after_drain(&mut self, _: &mut D, t: Duration, last: bool) -> ControlFlow<usize> {
+            self.drains.push((t, last));
+            match self.break_at {
+                Some(n) if self.drains.len() >= n => ControlFlow::Break(self.drains.len()),
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+
+    #[test]
+    fn run_for_delivers_every_buffer_of_its_span_and_ends_on_a_final_drain() {
+        // The offline device renders its 40 buffers at once, well inside the span: the loop
+        // alone (no stop) must hand every one of them over.
+        let (engine, path) = offline("span", 40);
+        let mut c = RunCollector::new(engine);
+        let mut r = Recorder::default();
+        let span = Duration::from_millis(400);
         let t0 = Instant::now();
-        assert!(drain_for(
-            &mut engine,
-            Duration::from_millis(300),
-            || false,
-            |_| seen += 1
-        ));
-        assert!(t0.elapsed() >= Duration::from_millis(300), "the whole span");
-        // 300 ms of 256-frame buffers at 48 kHz is about 56; a loaded test machine delivers
-        // fewer on time, but some.
-        assert!(seen > 0, "buffers delivered");
-        let t1 = Instant::now();
-        let mut after = 0usize;
-        assert!(!drain_for(
-            &mut engine,
-            Duration::from_secs(60),
-            || true,
-            |_| after += 1
-        ));
-        assert!(
-            t1.elapsed() < Duration::from_secs(30),
-            "a stop ends it at once"
+        assert_eq!(
+            c.run_for(Span::For(span), || false, &mut r),
+            DrainEnd::Elapsed
         );
+        assert!(t0.elapsed() >= span, "the whole span");
+        assert_eq!(
+            r.buffers, 40,
+            "every buffer of the render, by the loop itself"
+        );
+        assert_eq!(r.frames, 40 * 128);
+        assert_eq!(c.totals().buffers, 40, "counted on the way");
+        let (t_last, last) = *r.drains.last().expect("drained");
+        assert!(last && t_last >= span, "the final drain at the span's end");
+        assert!(
+            r.drains[..r.drains.len() - 1]
+                .iter()
+                .all(|&(t, l)| !l && t < span),
+            "only the final drain is the last, all others inside the span: {:?}",
+            r.drains
+        );
+        assert!(
+            r.drains.windows(2).all(|w| w[0].0 <= w[1].0),
+            "the hook's times go up"
+        );
+        // 400 ms at 20 ms is about 20 drains; a loaded machine oversleeps and drains fewer.
+        assert!(
+            r.drains.len() >= 2,
+            "drained every interval: {:?}",
+            r.drains
+        );
+        let mut after = 0;
+        c.stop(|_| after += 1);
+        assert_eq!(after, 0, "nothing was left for the stop");
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_drain_loop_ends_when_its_hook_breaks() {
+        let mut engine = sim();
+        let mut r = Recorder {
+            break_at: Some(3),
+            ..Recorder::default()
+        };
+        let t0 = Instant::now();
+        let end = drain_loop(&mut engine, Span::Open, || false, &mut r);
+        assert_eq!(
+            end,
+            DrainEnd::Broke(3),
+            "the hook's value, on its third call"
+        );
+        assert_eq!(r.drains.len(), 3, "no drain after the break");
+        assert!(
+            r.drains.iter().all(|&(_, last)| !last),
+            "an open span has no last"
+        );
+        assert!(r.buffers > 0, "buffers delivered");
+        assert!(
+            t0.elapsed() >= 3 * 20 * MS && t0.elapsed() < Duration::from_secs(30),
+            "three whole waits, then the end: {:?}",
+            t0.elapsed()
+        );
+        engine.stop(|_| {});
+    }
+
+    #[test]
+    fn a_drain_loop_ends_at_once_when_stopped_without_another_drain() {
+        let mut engine = sim();
+        let polls = std::cell::Cell::new(0);
+        let mut r = Recorder::default();
+        let t0 = Instant::now();
+        let stopped = || {
+            polls.set(polls.get() + 1);
+            polls.get() >= 3
+        };
+        let end = drain_loop(
+            &mut engine,
+            Span::For(Duration::from_secs(60)),
+            stopped,
+            &mut r,
+        );
+        assert_eq!(end, DrainEnd::Stopped);
+        assert_eq!(polls.get(), 3, "polled before each wait");
+        assert_eq!(
+            r.drains.len(),
+            2,
+            "the two drains before the stop, none after"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "a stop ends a 60 s span at once"
+        );
+        let mut none = Recorder::default();
+        let t1 = Instant::now();
+        let end = drain_loop(&mut engine, Span::Open, || true, &mut none);
+        assert_eq!(end, DrainEnd::Stopped);
+        assert_eq!(
+            (none.buffers, none.drains.len()),
+            (0, 0),
+            "stopped before anything"
+        );
+        assert!(t1.elapsed() < Duration::from_secs(10), "without a wait");
+        engine.stop(|_| {});
+    }
+
+    #[test]
+    fn a_drain_loop_cuts_its_last_wait_short() {
+        let mut engine = sim();
+        let mut seen = 0usize;
+        let span = 100 * MS;
+        let t0 = Instant::now();
+        // A 1 s interval against a 100 ms span: a whole wait would take 1 s.
+        let end = drain_every(
+            Duration::from_secs(1),
+            &mut engine,
+            Span::For(span),
+            || false,
+            &mut |_: &BufferReport| seen += 1,
+        );
+        let took = t0.elapsed();
+        assert_eq!(end, DrainEnd::Elapsed);
+        assert!(
+            took >= span && took < 900 * MS,
+            "the one wait ends with the span: {took:?}"
+        );
+        assert!(seen > 0, "the final drain delivered what the span rendered");
+        // A closure sink has no hook, and a span of nothing still drains once.
+        let mut r = Recorder::default();
+        assert_eq!(
+            drain_loop(&mut engine, Span::For(Duration::ZERO), || false, &mut r),
+            DrainEnd::Elapsed
+        );
+        assert_eq!(r.drains.len(), 1);
+        assert!(r.drains[0].1, "and that drain is the last");
         engine.stop(|_| {});
     }
 

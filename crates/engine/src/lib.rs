@@ -16,7 +16,8 @@ pub mod rt;
 pub mod summary;
 
 pub use collector::{
-    drain_for, Injection, InjectionKind, Repeat, RunCollector, Schedule, Totals, DRAIN_INTERVAL,
+    drain_loop, hooks, DrainEnd, DrainSink, DrainSource, Hooks, Injection, InjectionKind, Repeat,
+    RunCollector, Schedule, Span, Totals, DRAIN_INTERVAL,
 };
 pub use config::{BusyConfig, ConfigError, DriverMode, EngineConfig, Preset, RtConfig};
 pub use device::{Device, DeviceError, DeviceErrorKind, DeviceInfo, DeviceSignals};

@@ -8,9 +8,13 @@ use crate::context::{start_progress, Ctx};
 use crate::error::LabError;
 use serde::Serialize;
 use std::fmt;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use xrunlab_engine::{Engine, EngineConfig, EngineError, ProcessRt, RunStats, ThreadInfo};
+use xrunlab_engine::{
+    drain_loop, hooks, BufferReport, DrainEnd, Engine, EngineConfig, EngineError, ProcessRt,
+    RunStats, Span, ThreadInfo,
+};
 use xrunlab_results::run::{
     DeviceCounters, EndOfRun, RunFile, RunHistograms, RunResult, Workload, SCHEMA,
 };
@@ -291,30 +295,29 @@ fn measure(
         },
     })?;
     let t0 = Instant::now();
-    let mut device_ended = None;
-    while t0.elapsed() < plan.warmup && !ctx.stopped() {
-        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
-        engine.drain(|_| {});
+    // After each drain of the warm-up and the measurement: the progress bar, and the end of a
+    // device that ended on its own (a closure of shared borrows, so both loops take a copy).
+    let watch = |e: &mut Engine, _: Duration, _: bool| {
         ctx.progress
             .set_position(done_ms + t0.elapsed().as_millis() as u64);
-    }
+        e.device_ended()
+            .map_or(ControlFlow::Continue(()), ControlFlow::Break)
+    };
+    let stop = || ctx.stopped();
+    let warmup = Span::For(plan.warmup);
+    let mut end = drain_loop(&mut engine, warmup, stop, &mut hooks(|_| {}, watch));
     let mut stats = RunStats::new(threads);
     let t1 = Instant::now();
-    let mut stopped = false;
-    while t1.elapsed() < plan.duration {
-        if ctx.stopped() {
-            stopped = true;
-            break;
-        }
-        if let Some(reason) = engine.device_ended() {
-            device_ended = Some(reason);
-            break;
-        }
-        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
-        engine.drain(|b| stats.add(b));
-        ctx.progress
-            .set_position(done_ms + t0.elapsed().as_millis() as u64);
+    if end == DrainEnd::Elapsed {
+        let measuring = Span::For(plan.duration);
+        let mut sink = hooks(|b: &BufferReport| stats.add(b), watch);
+        end = drain_loop(&mut engine, measuring, stop, &mut sink);
     }
+    let (device_ended, stopped) = match end {
+        DrainEnd::Broke(reason) => (Some(reason), false),
+        DrainEnd::Stopped => (None, true),
+        DrainEnd::Elapsed => (None, false),
+    };
     let measured_s = t1.elapsed().as_secs_f64();
     // Read before stopping: the threads are gone after.
     let device = engine.device_info();

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use xrunlab_engine::config::limit;
 use xrunlab_engine::device::sim::SimDevice;
-use xrunlab_engine::{BufferReport, Engine, EngineConfig, RunStats, ThreadRole};
+use xrunlab_engine::{BufferReport, DrainEnd, Engine, EngineConfig, RunStats, Span, ThreadRole};
 use xrunlab_results::run::RunHistograms;
 use xrunlab_sys::procfs::{read_thread_stat, ThreadStat};
 
@@ -140,9 +140,10 @@ pub fn run(p: &BufferParams, ctx: &Ctx) -> Result<BufferResult, LabError> {
     })
 }
 
-/// Drains the engine for `d` into `each` ([`xrunlab_engine::drain_for`]); false when stopped.
-fn drive(engine: &mut Engine, d: Duration, ctx: &Ctx, each: impl FnMut(&BufferReport)) -> bool {
-    xrunlab_engine::drain_for(engine, d, || ctx.stopped(), each)
+/// Drains the engine for `d` into `each` ([`xrunlab_engine::drain_loop`]); false when stopped.
+fn drive(engine: &mut Engine, d: Duration, ctx: &Ctx, mut each: impl FnMut(&BufferReport)) -> bool {
+    let end = xrunlab_engine::drain_loop(engine, Span::For(d), || ctx.stopped(), &mut each);
+    end != DrainEnd::Stopped
 }
 
 fn stats(tids: &[i32]) -> Result<Vec<ThreadStat>, LabError> {

@@ -10,12 +10,16 @@ use crate::error::{check_range, invalid, LabError};
 use crate::table::Table;
 use crate::timing::thread_cpu_ns;
 use serde::Serialize;
+use std::convert::Infallible;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
+use std::ops::ControlFlow;
+use std::time::Duration;
 use xrunlab_dsp::Kernel;
 use xrunlab_engine::config::limit;
 use xrunlab_engine::explain::{audio_cpus, ExplainOptions, Explainer};
-use xrunlab_engine::{Engine, EngineConfig, Preset, RunStats};
+use xrunlab_engine::{
+    BufferReport, DrainEnd, DrainSink, Engine, EngineConfig, Preset, RunStats, Span,
+};
 use xrunlab_results::run::RunHistograms;
 
 /// Confirmation steps down at most this many brackets before it gives up (no confirmed count).
@@ -273,36 +277,43 @@ impl Runner<'_, '_> {
 }
 
 /// Drains `engine` for `d` (every buffer to `each`, and to the explain collector with its due
-/// cards built after each drain, as `run --explain` does); false when stopped.
-fn wait(
+/// cards built after each drain, as `run --explain` does); false when stopped. `probe
+/// explain-cost` runs its runs through it too.
+pub(crate) fn wait(
     engine: &mut Engine,
     d: Duration,
     ctx: &Ctx,
     explain: &mut Option<Explainer>,
-    mut each: impl FnMut(&xrunlab_engine::BufferReport),
+    each: impl FnMut(&BufferReport),
 ) -> bool {
-    let t0 = Instant::now();
-    let mut drain = |engine: &mut Engine| {
-        engine.drain(|r| {
-            if let Some(e) = explain.as_mut() {
-                e.observe(r);
-            }
-            each(r);
-        });
-        if let Some(e) = explain.as_mut() {
+    let mut sink = Explained { explain, each };
+    let end = xrunlab_engine::drain_loop(engine, Span::For(d), || ctx.stopped(), &mut sink);
+    end != DrainEnd::Stopped
+}
+
+/// [`wait`]'s sink: one struct because both the buffers and the hook need the explain collector.
+struct Explained<'a, F> {
+    explain: &'a mut Option<Explainer>,
+    each: F,
+}
+
+impl<F: FnMut(&BufferReport)> DrainSink<Engine> for Explained<'_, F> {
+    type Break = Infallible;
+
+    fn buffer(&mut self, b: &BufferReport) {
+        if let Some(e) = self.explain.as_mut() {
+            e.observe(b);
+        }
+        (self.each)(b);
+    }
+
+    fn after_drain(&mut self, _: &mut Engine, _: Duration, _: bool) -> ControlFlow<Infallible> {
+        // After each whole drain, not each buffer: a card needs the buffers around a dropout.
+        if let Some(e) = self.explain.as_mut() {
             e.build_due(false);
         }
-    };
-    while t0.elapsed() < d {
-        if ctx.stopped() {
-            return false;
-        }
-        // Not drain_for: the explain collector builds its due cards after each whole drain.
-        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL.min(d.saturating_sub(t0.elapsed())));
-        drain(engine);
+        ControlFlow::Continue(())
     }
-    drain(engine);
-    true
 }
 
 /// Sines one core renders in real time at `buffer` frames with `kernel`: the kernel's

@@ -221,30 +221,9 @@ fn one_run(
         e.set_threads(&engine.threads());
     }
     let mut stats = RunStats::new(config.realtime_threads());
-    let t0 = Instant::now();
-    let mut stopped = false;
-    loop {
-        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
-        let counting = t0.elapsed() >= SETTLE;
-        engine.drain(|b| {
-            if let Some(e) = explainer.as_mut() {
-                e.observe(b);
-            }
-            if counting {
-                stats.add(b);
-            }
-        });
-        if let Some(e) = explainer.as_mut() {
-            e.build_due(false);
-        }
-        if ctx.stopped() {
-            stopped = true;
-            break;
-        }
-        if t0.elapsed() >= SETTLE + d {
-            break;
-        }
-    }
+    // Settle, then measure: the explain collector sees both, the statistics only the second.
+    let stopped = !cap::wait(&mut engine, SETTLE, ctx, &mut explainer, |_| {})
+        || !cap::wait(&mut engine, d, ctx, &mut explainer, |b| stats.add(b));
     let ended = engine.device_ended();
     engine.stop(|b| {
         if let Some(e) = explainer.as_mut() {

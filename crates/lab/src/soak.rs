@@ -4,8 +4,9 @@
 //! rows); runs on the caller's (main) thread, the engine's threads render.
 
 use crate::error::LabError;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
-use xrunlab_engine::{BufferReport, Engine, RunCollector, Summary};
+use xrunlab_engine::{hooks, BufferReport, DrainEnd, Engine, RunCollector, Span, Summary};
 pub use xrunlab_results::soak::{Sample, SoakResult, SCHEMA};
 
 /// Buffer size a soak uses unless `--buffer` says otherwise: the smallest common one, where
@@ -125,8 +126,8 @@ pub fn soak_end(t: Duration, duration: Duration, stopped: bool) -> Option<(bool,
     (t >= duration).then(|| (true, "duration reached".to_owned()))
 }
 
-/// `xrunlab run`'s collection for `duration`: drain every 20 ms through a [`RunCollector`]
-/// keeping the summary, every buffer to `buffer`, a sample when due and a last one while the
+/// `xrunlab run`'s collection for `duration`: drain every 20 ms through a [`RunCollector`]'s
+/// [`RunCollector::run_for`] keeping the summary, every buffer to `buffer`, a sample when due and a last one while the
 /// engine still runs (stopping it frees its rings), the summary at the end. `stop` is polled
 /// between drains.
 pub fn run_path(
@@ -138,19 +139,26 @@ pub fn run_path(
 ) -> Result<PathEnd, LabError> {
     let mut collector = RunCollector::new(engine).with_summary();
     let t0 = Instant::now();
-    let (complete, end) = loop {
-        std::thread::sleep(xrunlab_engine::DRAIN_INTERVAL);
-        collector.drain(&mut *buffer);
-        let t = t0.elapsed();
-        if let Some(reason) = collector.engine().and_then(Engine::device_ended) {
-            break (false, format!("device ended: {reason}"));
+    // After each drain: a device that ended on its own ends the path; a sample when due, but
+    // not on the final drain, which the last sample below follows at once.
+    let after = |c: &mut RunCollector, t: Duration, last: bool| {
+        if let Some(reason) = c.engine().and_then(Engine::device_ended) {
+            return ControlFlow::Break(Ok((false, format!("device ended: {reason}"))));
         }
-        if let Some(end) = soak_end(t, duration, stop()) {
-            break end;
+        if !last && sampler.due(t) {
+            if let Err(e) = sampler.take(t, c.totals().buffers) {
+                return ControlFlow::Break(Err(e));
+            }
         }
-        if sampler.due(t) {
-            sampler.take(t, collector.totals().buffers)?;
+        ControlFlow::Continue(())
+    };
+    let mut sink = hooks(&mut *buffer, after);
+    let (complete, end) = match collector.run_for(Span::For(duration), stop, &mut sink) {
+        DrainEnd::Broke(end) => end?,
+        DrainEnd::Stopped => {
+            soak_end(t0.elapsed(), duration, true).expect("a stopped soak has ended")
         }
+        DrainEnd::Elapsed => (true, "duration reached".to_owned()),
     };
     sampler.take(t0.elapsed(), collector.totals().buffers)?;
     collector.stop(&mut *buffer);
