@@ -861,3 +861,311 @@ fn a_driver_woken_late_by_a_timer_with_nothing_in_its_way_is_a_late_interrupt() 
         "{text}"
     );
 }
+
+#[test]
+fn a_driver_whose_own_processing_ran_long_is_the_root_and_the_card_splits_its_time() {
+    let mut d = Detector::new();
+    for seq in 0..20 {
+        d.cycle(&normal(seq));
+    }
+    // Every node in time; the driver, woken on time, took 3.02 ms against its 10 µs median,
+    // and the device's xrun count went up.
+    let mut late = normal(20);
+    let s = late.driver.signal_ns;
+    late.driver.awake_ns = s + 40 * US;
+    late.driver.finish_ns = s + 3_060 * US;
+    late.driver.xruns = Some(1);
+    late.driver_xruns = Some(1);
+    let x = d.cycle(&late);
+    assert_eq!(x.len(), 1, "{x:?}");
+    assert_eq!(x[0].evidence, Evidence::DriverCount);
+    let step = x[0].path.last().expect("the driver's step");
+    assert_eq!(
+        (step.role, step.finding),
+        (
+            xrunlab_watch::Role::Driver,
+            xrunlab_watch::Finding::DriverRanLong
+        )
+    );
+
+    // Without kernel events, the timing alone names the driver.
+    let c = card(
+        &x[0],
+        None,
+        None,
+        Kernel::Missing("not recorded (--no-kernel)"),
+        &DriverThread,
+    );
+    assert_eq!(c.kind, Kind::DriverRanLong, "{c:?}");
+    let text = words::verdict(&c);
+    assert!(
+        text.contains(
+            "every node finished in time, but the driver \"Dummy-Driver\" (thread data-loop.0, \
+             tid 50) ran long: BUSY 3.01 ms over its median (no kernel account: not recorded \
+             (--no-kernel))"
+        ),
+        "{text}"
+    );
+
+    // With them, its 3.02 ms are split: on its CPU (minus an interrupt), preempted by a
+    // SCHED_FIFO hog, blocked on a lock another thread released.
+    let events = vec![
+        waking(s + 40 * US, 1, 50, true),
+        switch(
+            s + 40 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+        TraceEvent {
+            ts_ns: s + 1_000 * US,
+            cpu: 1,
+            kind: EventKind::IrqEntry {
+                irq: 24,
+                name: "xhci_hcd".into(),
+            },
+        },
+        TraceEvent {
+            ts_ns: s + 1_050 * US,
+            cpu: 1,
+            kind: EventKind::IrqExit { irq: 24 },
+        },
+        switch(
+            s + 1_500 * US,
+            1,
+            ("data-loop.0", 50, 11, 0),
+            ("hog", 999, 9),
+        ),
+        switch(
+            s + 1_900 * US,
+            1,
+            ("hog", 999, 9, 0),
+            ("data-loop.0", 50, 11),
+        ),
+        switch(
+            s + 2_500 * US,
+            1,
+            ("data-loop.0", 50, 11, 1),
+            ("swapper/1", 0, 120),
+        ),
+        TraceEvent {
+            ts_ns: s + 2_800 * US,
+            cpu: 0,
+            kind: EventKind::Wakeup {
+                comm: Comm::new(b"data-loop.0"),
+                tid: 50,
+                prio: 11,
+                target_cpu: 1,
+                waking: true,
+                waker_tid: 77,
+                in_interrupt: false,
+            },
+        },
+        switch(
+            s + 2_800 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+        switch(
+            s + 3_060 * US,
+            1,
+            ("data-loop.0", 50, 11, 1),
+            ("swapper/1", 0, 120),
+        ),
+    ];
+    let window = Window {
+        t0_ns: s - 20_000 * US,
+        t1_ns: s + 30_000 * US,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let c = card(
+        &x[0],
+        None,
+        None,
+        Kernel::Window(&window, &Hogs),
+        &DriverThread,
+    );
+    assert_eq!(c.kind, Kind::DriverRanLong, "{c:?}");
+    let root = c.root.as_ref().expect("the driver's account");
+    assert_eq!(
+        (root.role, root.name.as_str()),
+        (xrunlab_watch::Role::Driver, "Dummy-Driver")
+    );
+    let k = root.account.as_ref().expect("a kernel account");
+    assert_eq!(
+        (k.ran_us, k.waited_us, k.blocked_us, k.interrupt_us),
+        (2_270.0, 400.0, 300.0, 50.0)
+    );
+    let culprit = k.main_culprit.as_ref().expect("who preempted it");
+    assert_eq!((culprit.name.as_str(), culprit.pid), ("hog", Some(999)));
+    let text = words::verdict(&c);
+    assert!(
+        text.contains(
+            "every node finished in time, but the driver \"Dummy-Driver\" (thread data-loop.0, \
+             tid 50) ran long: on its CPU 2.27 ms, preempted 0.40 ms, blocked 0.30 ms, \
+             interrupts 50 µs"
+        ),
+        "{text}"
+    );
+    let json = serde_json::to_value(&c).expect("serializes");
+    assert_eq!(json["kind"], "driver_ran_long");
+}
+
+#[test]
+fn a_follower_asleep_through_its_cycle_was_not_signalled_and_the_driver_that_should_have_is_the_root(
+) {
+    let signal = start(20) + US;
+    let x = first_xrun(node(7, signal, u64::MAX, None, NodeStatus::Triggered));
+    // By timing alone it never started, so it woke late.
+    assert_eq!(x.path[0].finding, xrunlab_watch::Finding::WokeLate);
+    let s = start(20);
+    let events = vec![
+        // The node's thread went to sleep a millisecond before its signal and was never woken.
+        switch(
+            signal - 1_000 * US,
+            1,
+            ("data-loop.0", 4243, 16, 1),
+            ("swapper/1", 0, 120),
+        ),
+        // The driver's thread: woken by its timer in time, it ran 60 µs and slept again, with
+        // nothing holding it off.
+        waking(s - 10 * US, 0, 50, true),
+        switch(
+            s - 5 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+        switch(
+            s + 60 * US,
+            0,
+            ("data-loop.0", 50, 11, 1),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    let window = Window {
+        t0_ns: signal - 20_000 * US,
+        t1_ns: signal + 10_000 * US,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let t = procs();
+    let mapping = map_node(t.path(), Some(4242));
+    let c = card(
+        &x,
+        None,
+        Some(mapping),
+        Kernel::Window(&window, &Hogs),
+        &DriverThread,
+    );
+    assert_eq!(c.kind, Kind::NodeNotSignalled, "{c:?}");
+    let names: Vec<&str> = c.path.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["node7", "Dummy-Driver"], "{:?}", c.path);
+    assert_eq!(c.path[0].finding, xrunlab_watch::Finding::NotSignalled);
+    let k = c.kernel.as_ref().expect("the node's kernel account");
+    assert!(k.ran_us < 100.0 && k.waited_us < 100.0, "{k:?}");
+    let root = c.root.as_ref().expect("the driver's account");
+    assert_eq!(root.role, xrunlab_watch::Role::Driver);
+    assert!(
+        root.account
+            .as_ref()
+            .is_some_and(|a| a.main_culprit.is_none()),
+        "nothing held the driver off: {root:?}"
+    );
+    let text = words::verdict(&c);
+    assert!(
+        text.contains(
+            "\"node7\" (pid 4242) never started: the driver \"Dummy-Driver\" (thread \
+             data-loop.0, tid 50) did not signal it in time"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_xrun_nothing_explains_is_unexplained_and_says_why() {
+    // JACK2's callback reported an xrun, no late node was found, and tracing was not allowed.
+    let mut d = Detector::new();
+    let x = d.server_reported(start(3), (256, 48_000));
+    let c = card(
+        &x,
+        None,
+        None,
+        Kernel::Missing("tracing needs root or CAP_PERFMON"),
+        &NoThreads,
+    );
+    assert_eq!(c.kind, Kind::Unexplained);
+    assert!(c.root_step().is_none() && c.root.is_none(), "{c:?}");
+    assert_eq!(
+        c.unexplained.as_deref(),
+        Some("the server reported an xrun but does not say which node was late")
+    );
+    assert_eq!(
+        c.kernel_missing.as_deref(),
+        Some("tracing needs root or CAP_PERFMON")
+    );
+    assert_eq!(
+        words::verdict(&c),
+        "xrun 1 (cycle 0): unexplained: the server reported an xrun but does not say which node \
+         was late (no kernel events: tracing needs root or CAP_PERFMON)"
+    );
+
+    // A node's own xrun count went up while its signal, WAIT and BUSY were all at their
+    // medians, in a cycle the driver started in time.
+    let mut d = Detector::new();
+    let counted = |seq, n| {
+        let mut c = normal(seq);
+        c.followers[0].xruns = Some(n);
+        c
+    };
+    for seq in 0..20 {
+        assert!(d.cycle(&counted(seq, 4)).is_empty());
+    }
+    let x = d.cycle(&counted(20, 5));
+    assert_eq!(x.len(), 1, "{x:?}");
+    assert_eq!(x[0].evidence, Evidence::NodeCount);
+    let c = card(
+        &x[0],
+        None,
+        None,
+        Kernel::Missing("not recorded (--no-kernel)"),
+        &NoThreads,
+    );
+    assert_eq!(c.kind, Kind::Unexplained, "{c:?}");
+    let root = c.root_step().expect("the node itself");
+    assert_eq!(
+        (root.name.as_str(), root.finding),
+        ("node7", xrunlab_watch::Finding::InTime)
+    );
+    let why = "its signal, wait and work were each within its medians, and the driver started \
+               the cycle in time";
+    assert_eq!(c.unexplained.as_deref(), Some(why));
+    let text = words::verdict(&c);
+    assert!(
+        text.contains(&format!(
+            "\"node7\" was late, unexplained: {why} (no kernel events: not recorded (--no-kernel))"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_kind_is_named_in_the_json_as_its_name() {
+    let mut names = Vec::new();
+    for k in Kind::ALL {
+        let json = serde_json::to_value(k).expect("serializes");
+        assert_eq!(json, serde_json::Value::from(k.name()), "{k:?}");
+        let back: Kind = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back, k);
+        names.push(k.name());
+    }
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), Kind::ALL.len(), "each kind has its own name");
+}
