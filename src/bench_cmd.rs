@@ -4,7 +4,7 @@
 
 use crate::cli::{BenchArgs, BenchMode};
 use crate::Failure;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use xrunlab_dsp::measure::kernel_throughput;
 use xrunlab_dsp::{ChordLayout, ChordNotes, Kernel};
 use xrunlab_engine::device::sim::SimDevice;
@@ -27,7 +27,6 @@ fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
     let mut handoff = Distribution::new(Scale::Micros);
     let mut own = Distribution::new(Scale::Micros);
     let mut wake = Distribution::new(Scale::Micros);
-    let t0 = Instant::now();
     let mut sink = |b: &xrunlab_engine::BufferReport| {
         let total = b.render_end_ns.saturating_sub(b.render_start_ns);
         let last_worker_running = b
@@ -47,10 +46,12 @@ fn overhead(duration: Duration) -> Result<OverheadFigures, Failure> {
             wake.record(t.wake_latency_ns as f64 / 1e3);
         }
     };
-    while t0.elapsed() < duration {
-        std::thread::sleep(Duration::from_millis(20));
-        engine.drain(&mut sink);
-    }
+    xrunlab_engine::drain_loop(
+        &mut engine,
+        xrunlab_engine::Span::For(duration),
+        || false,
+        &mut sink,
+    );
     let driver_sched = engine
         .threads()
         .first()

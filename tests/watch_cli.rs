@@ -487,9 +487,11 @@ fn check_hog_named(records: &[Value], hogs: &[i32], out: &Output) {
 #[test]
 #[ignore = "needs root (SCHED_FIFO hogs, kernel tracing) and pipewire (test.sh runs it as root in CI)"]
 fn on_pipewire_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy() {
-    // On the system's PipeWire (0.3.65) only: on 1.4.2 the record that shows a client's
-    // overrun carries the next cycle's stamps, and the card's window does not yet reach back to
-    // the overrun itself (issue 21 stays open for it; the 1.4.2 run named no hog).
+    // On the system's PipeWire (0.3.65) only. On 1.4.2 a client held off its CPU is carded in
+    // the right cycle now, but its block's stamps there read as "ran long" (BUSY ~10 us) or
+    // "unexplained", and the kernel's account over them does not reach the hog (measured: 0
+    // named in 3 of 4 runs); issue 21 stays open for it. A client that overran is carded right
+    // on 1.4.2 (crates/pipewire/tests/fixtures.rs, from recorded pods).
     let _turn = take_turn();
     on_pipewire_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy_on(
         &PipeWireBuild::System,
@@ -563,16 +565,16 @@ fn on_jack_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy() {
 }
 
 #[test]
-#[ignore = "needs pipewire (test.sh installs it); a 60 s watch of a clean graph"]
-fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts() {
+#[ignore = "needs pipewire (test.sh installs it); a 30 s watch of a clean graph on each build"]
+fn a_clean_half_minute_reports_only_xruns_the_servers_own_rule_counts() {
     // On the system's PipeWire (0.3.65) and on 1.4 (what most users run).
     for build in PipeWireBuild::all() {
         let _turn = take_turn();
-        a_clean_minute_reports_only_xruns_the_servers_own_rule_counts_on(&build);
+        a_clean_half_minute_reports_only_xruns_the_servers_own_rule_counts_on(&build);
     }
 }
 
-fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts_on(build: &PipeWireBuild) {
+fn a_clean_half_minute_reports_only_xruns_the_servers_own_rule_counts_on(build: &PipeWireBuild) {
     let pw = TestPipeWire::start_build(build, 256);
     let _client = start_client({
         let mut c = pw.pw_jack(&late_client());
@@ -583,7 +585,7 @@ fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts_on(build: &Pipe
     let on_jack = *build == PipeWireBuild::System;
     let server = on_jack.then(|| TestServer::start("xwatchclean", 256));
     let Some(server) = server else {
-        return clean_pipewire_minute(build, &pw);
+        return clean_pipewire_half_minute(build, &pw);
     };
     let _jclient = start_client({
         let mut c = Command::new(late_client());
@@ -601,13 +603,13 @@ fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts_on(build: &Pipe
                 "--jack-server",
                 &jack_name,
                 "--duration",
-                "60s",
+                "30s",
             ],
             &[],
             &jdir,
         )
     });
-    clean_pipewire_minute(build, &pw);
+    clean_pipewire_half_minute(build, &pw);
     let (jout, jrecords, _) = jack.join().expect("jack watch");
     assert!(
         jout.status.success(),
@@ -618,15 +620,15 @@ fn a_clean_minute_reports_only_xruns_the_servers_own_rule_counts_on(build: &Pipe
     let stdout = String::from_utf8_lossy(&jout.stdout);
     assert!(
         jrecords.len() < 30,
-        "{} xruns on a clean JACK graph in a minute:\n{stdout}",
+        "{} xruns on a clean JACK graph in half a minute:\n{stdout}",
         jrecords.len()
     );
 }
 
-/// A clean minute on PipeWire: only xruns the server's own rule counts.
-fn clean_pipewire_minute(build: &PipeWireBuild, pw: &TestPipeWire) {
+/// A clean half minute on PipeWire: only xruns the server's own rule counts.
+fn clean_pipewire_half_minute(build: &PipeWireBuild, pw: &TestPipeWire) {
     let (out, records, summary) = watch(
-        &["--server", "pipewire", "--duration", "60s"],
+        &["--server", "pipewire", "--duration", "30s"],
         &pw.env(),
         &scratch(&format!("pw-clean-{}", build.label())),
     );
@@ -662,7 +664,8 @@ fn clean_pipewire_minute(build: &PipeWireBuild, pw: &TestPipeWire) {
         );
     }
     assert_eq!(summary.summary.xruns, records.len() as u64);
-    assert!(summary.summary.cycles > 9_000, "{:?}", summary.summary);
+    // 30 s of 5.33 ms cycles is 5,625; a loaded machine may start a few late.
+    assert!(summary.summary.cycles > 4_500, "{:?}", summary.summary);
 }
 
 #[test]
@@ -915,7 +918,15 @@ fn bench_watch_writes_every_modes_figures_typed() {
     let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
         .args(["bench", "watch", "--server", "jack", "--jack-server"])
         .arg(server.name())
-        .args(["--duration", "3s", "--stall-every", "500ms", "--json"])
+        .args([
+            "--duration",
+            "3s",
+            "--stall-every",
+            "500ms",
+            "--cause",
+            "client",
+        ])
+        .arg("--json")
         .arg(&json)
         .output()
         .expect("bench watch runs");
@@ -966,6 +977,45 @@ fn bench_watch_writes_every_modes_figures_typed() {
 }
 
 #[test]
+#[ignore = "needs root (SCHED_FIFO 95 hog, the server's thread pinned, kernel events); test.sh runs it as root"]
+fn bench_watch_starved_server_mode_finds_every_spin_and_names_the_hog_as_the_root() {
+    let _turn = take_turn();
+    let server = TestServer::start("xbenchstarve", 256);
+    let dir = scratch("bench-watch-starved");
+    let json = dir.join("bench-watch.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["bench", "watch", "--server", "jack", "--jack-server"])
+        .arg(server.name())
+        .args(["--duration", "5s", "--cause", "server", "--json"])
+        .arg(&json)
+        .output()
+        .expect("bench watch runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = read_bench_watch(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
+    assert!(r.modes.is_empty(), "--cause server runs no client mode");
+    let f = r.starved.expect("the starved-server figures");
+    assert!(f.server_thread.starts_with("jackd"), "{f:?}");
+    assert!(f.server_thread.contains("SCHED_FIFO"), "{f:?}");
+    assert_eq!(f.kernel_note, "recorded", "{f:?}");
+    // 5 s: spins from 1.5 s, every 700 ms, none in the last half second.
+    assert!(f.spins >= 4, "{f:?}");
+    // Measured here: every spin found and every card naming the hog (6 of 6, and 100 % on
+    // PipeWire 0.3.65 and 1.4.2 by hand); one spin lost to this shared machine's noise is allowed.
+    assert!(f.spins_with_card + 1 >= f.spins, "recall: {f:?}\n{stdout}");
+    assert!(
+        f.right_root * 10 >= f.cards_in_spins * 9 && f.right_root > 0,
+        "right root: {f:?}\n{stdout}"
+    );
+    assert_eq!(f.on_calm, 0, "{f:?}\n{stdout}");
+    assert!(stdout.contains("right root"), "the table: {stdout}");
+}
+
+#[test]
 fn bad_watch_input_is_a_usage_error_that_says_what_is_allowed() {
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_xrunlab"))
@@ -999,6 +1049,28 @@ fn bad_watch_input_is_a_usage_error_that_says_what_is_allowed() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no JACK server is running"));
+    // bench watch's cause: a name it knows, and room for a spin.
+    let bench = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+            .args(["bench", "watch", "--server", "jack"])
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let out = bench(&["--cause", "irq"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("client") && err.contains("server") && err.contains("both"),
+        "{err}"
+    );
+    let out = bench(&["--cause", "server", "--duration", "1s"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no room for a spin") && err.contains("2s"),
+        "{err}"
+    );
 }
 
 /// The real-time threads (tid) of process `pid` at SCHED_FIFO, highest priority first.

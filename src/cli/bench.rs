@@ -72,6 +72,17 @@ pub struct CompareBenchArgs {
     pub json: Option<PathBuf>,
 }
 
+/// Which xruns `bench watch` induces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchCause {
+    /// A client that runs long.
+    Client,
+    /// An RT hog that starves the server's own thread.
+    Server,
+    /// Both, one after the other.
+    Both,
+}
+
 #[derive(Debug, Args)]
 pub struct WatchBenchArgs {
     /// The server to measure on (it must be running; auto: PipeWire when its socket answers).
@@ -86,6 +97,11 @@ pub struct WatchBenchArgs {
     /// How often the culprit stalls (each stall is one induced xrun).
     #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = parse_duration)]
     pub stall_every: Duration,
+    /// Which xruns to induce: `client` (a client that runs long, watched three ways), `server`
+    /// (a SCHED_FIFO 95 hog spinning 15 ms every 700 ms on the CPU the server's own real-time
+    /// thread is pinned to for the mode; needs root or CAP_SYS_NICE), or `both`.
+    #[arg(long, value_enum, default_value = "both")]
+    pub cause: BenchCause,
     /// Write every mode's figures and provenance as JSON too.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

@@ -11,6 +11,7 @@ use crate::table::Table;
 use crate::timing::{mono_ns, sleep_until, Class};
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::Duration;
@@ -170,18 +171,30 @@ pub fn run(p: &WakeupParams, ctx: &Ctx) -> Result<WakeupResult, LabError> {
             })
             .collect();
         barrier.wait();
-        while !handles.iter().all(|h| h.is_finished()) {
-            std::thread::sleep(Duration::from_millis(20));
-            if let Some((e, stats)) = engine.as_mut() {
-                e.drain(|b| stats.add(b));
-            }
-            ctx.progress
-                .set_position(done.iter().map(|d| d.load(Ordering::Relaxed)).sum());
-            if !stopped_early && ctx.stopped() {
-                stopped_early = true;
-                stop.store(true, Ordering::Relaxed);
-            }
-        }
+        // The background load, drained until every measuring thread is done; a stop asks
+        // them to end early, and the loop goes on until they have.
+        let mut sink = xrunlab_engine::hooks(
+            |_: &xrunlab_engine::BufferReport| {},
+            |_: &mut Load<'_>, _t, _last| {
+                ctx.progress
+                    .set_position(done.iter().map(|d| d.load(Ordering::Relaxed)).sum());
+                if !stopped_early && ctx.stopped() {
+                    stopped_early = true;
+                    stop.store(true, Ordering::Relaxed);
+                }
+                if handles.iter().all(|h| h.is_finished()) {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        );
+        xrunlab_engine::drain_loop(
+            &mut Load(&mut engine),
+            xrunlab_engine::Span::Open,
+            || false,
+            &mut sink,
+        );
         handles
             .into_iter()
             .map(|h| h.join().expect("a measuring thread panicked"))
@@ -394,6 +407,22 @@ impl Experiment for WakeupResult {
 
     fn incomplete(&self) -> bool {
         self.stopped_early
+    }
+}
+
+/// The background load of a wakeup run, when it has one: its engine drained into its
+/// statistics by the one drain loop ([`xrunlab_engine::drain_loop`]).
+struct Load<'a>(&'a mut Option<(Engine, RunStats)>);
+
+impl xrunlab_engine::DrainSource for Load<'_> {
+    fn drain_into(&mut self, each: &mut dyn FnMut(&xrunlab_engine::BufferReport)) -> usize {
+        match self.0.as_mut() {
+            Some((e, stats)) => e.drain(|b| {
+                stats.add(b);
+                each(b);
+            }),
+            None => 0,
+        }
     }
 }
 

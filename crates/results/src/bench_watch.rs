@@ -1,6 +1,8 @@
 //! The result of `xrunlab bench watch` (schema [`SCHEMA`]): per mode (not watched, watched
 //! without and with the kernel's events), what watch reported about a culprit of our own and
-//! what watching cost; written by the binary, read back typed. Used on the main thread.
+//! what watching cost, and the starved-server mode (an RT hog on the server's own thread's CPU)
+//! with its recall and right roots; written by the binary, read back typed. Used on the main
+//! thread.
 
 use crate::read::{parse_typed, read_typed, ReadError};
 use serde::{Deserialize, Serialize};
@@ -43,6 +45,38 @@ pub struct ModeFigures {
     pub bystander_load_p99_pct: Option<f64>,
 }
 
+/// The starved-server mode: a SCHED_FIFO 95 hog spinning on the CPU the server's own real-time
+/// thread was pinned to, beside one calm client; watch with the kernel's events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StarvedFigures {
+    /// The server's thread that was starved: `data-loop.0 (pid 120, tid 123, SCHED_FIFO 88)`.
+    pub server_thread: String,
+    /// The CPU it and the hog shared.
+    pub cpu: usize,
+    /// How long each spin lasted, ms.
+    pub spin_ms: f64,
+    /// How often the hog spun, ms.
+    pub every_ms: f64,
+    /// Spins inside the watch.
+    pub spins: usize,
+    /// Spins with at least one card during them: the recall.
+    pub spins_with_card: usize,
+    /// Every card of the watch.
+    pub cards: usize,
+    /// Cards of xruns during a spin (from 30 ms before its start to 40 ms after its end).
+    pub cards_in_spins: usize,
+    /// Of those, the cards whose root is the driver woken late behind the hog.
+    pub right_root: usize,
+    /// Of those, the cards that blame the calm client as the root.
+    pub on_calm: usize,
+    /// Watch's own user+system CPU time over the watch, % of one CPU.
+    pub cpu_pct: f64,
+    /// Kernel events the tracer lost.
+    pub lost: u64,
+    /// "recorded", or why the kernel's events were not.
+    pub kernel_note: String,
+}
+
 /// `xrunlab bench watch --json`'s file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BenchWatchResult {
@@ -56,8 +90,14 @@ pub struct BenchWatchResult {
     pub duration_s: f64,
     /// How often the culprit stalled, seconds.
     pub stall_every_s: f64,
-    /// The modes, baseline first.
+    /// The modes, baseline first (none with `--cause server`).
     pub modes: Vec<ModeFigures>,
+    /// The starved-server mode, when it ran (`--cause server` or `both`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starved: Option<StarvedFigures>,
+    /// Why the starved-server mode did not run, when it was asked for and could not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub starved_note: String,
 }
 
 /// Reads a bench watch result file back; a field that does not fit is named.
@@ -105,6 +145,22 @@ mod tests {
             duration_s: 3.0,
             stall_every_s: 0.5,
             modes: vec![mode(false), mode(true)],
+            starved: Some(StarvedFigures {
+                server_thread: "data-loop.0 (pid 7440, tid 7447, SCHED_FIFO 88)".to_owned(),
+                cpu: 1,
+                spin_ms: 15.0,
+                every_ms: 700.0,
+                spins: 12,
+                spins_with_card: 12,
+                cards: 14,
+                cards_in_spins: 13,
+                right_root: 12,
+                on_calm: 0,
+                cpu_pct: 2.5,
+                lost: 0,
+                kernel_note: "recorded".to_owned(),
+            }),
+            starved_note: String::new(),
         };
         crate::write::write_json(&path, &written).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

@@ -1,0 +1,514 @@
+//! `xrunlab bench watch`: what watch reports and what it costs on a running server, measured with
+//! culprits of our own: an xrunlab JACK client that stalls on purpose, and an RT hog that starves
+//! the server's own thread ([`hog`]); runs on the main thread, the clients and watch as child
+//! processes, the hog on a thread of its own.
+
+mod hog;
+
+use crate::cli::bench::{BenchCause, WatchBenchArgs};
+use crate::cli::parse::WatchServer;
+use crate::watch_source::pipewire_answers;
+use crate::Failure;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use xrunlab_results::bench_watch::{BenchWatchResult, ModeFigures, StarvedFigures, SCHEMA};
+use xrunlab_results::read::read_typed;
+use xrunlab_results::run::{self, RunFile};
+use xrunlab_results::watch::XrunRecord;
+use xrunlab_results::watch::{read_xrun_lines, KernelNote};
+use xrunlab_sys::Provenance;
+
+/// CPU time of a finished child, from wait4's resource usage: seconds.
+fn wait_cpu(pid: i32) -> Result<(f64, i32), Failure> {
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is valid for the kernel to fill; `pid` is our child, not reaped.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if rc != pid {
+        return Err(Failure::Runtime(format!(
+            "waiting for watch: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Ok((secs(usage.ru_utime) + secs(usage.ru_stime), status))
+}
+
+/// An xrunlab JACK client (under pw-jack on PipeWire) for as long as the watch and a second on
+/// each side.
+fn client(exe: &Path, args: &WatchBenchArgs, pipewire: bool, name: &str, json: &Path) -> Command {
+    let secs = args.duration.as_secs_f64();
+    let mut c = if pipewire {
+        Command::new("pw-jack")
+    } else {
+        Command::new(exe)
+    };
+    if pipewire {
+        c.arg(exe);
+    }
+    c.args(["run", "--device", "jack", "--jack-client", name])
+        .args(["--sines", "50", "-q", "--duration"])
+        .arg(format!("{}ms", (secs * 1000.0) as u64 + 3000))
+        .arg("--json")
+        .arg(json)
+        .stdout(Stdio::null());
+    if let (false, Some(s)) = (pipewire, &args.jack_server) {
+        c.args(["--jack-server", s]);
+    }
+    c
+}
+
+/// `watch --batch` on the server for the bench's duration, its cards to `lines` and its summary
+/// to `json`.
+fn watch_command(
+    exe: &Path,
+    args: &WatchBenchArgs,
+    pipewire: bool,
+    lines: &Path,
+    json: &Path,
+) -> Command {
+    let mut watch = Command::new(exe);
+    watch
+        .args([
+            "watch",
+            "--batch",
+            "--server",
+            if pipewire { "pipewire" } else { "jack" },
+        ])
+        .arg("--duration")
+        .arg(format!("{}ms", args.duration.as_millis()))
+        .arg("--json-lines")
+        .arg(lines)
+        .arg("--json")
+        .arg(json)
+        .stdout(Stdio::null());
+    if let (false, Some(s)) = (pipewire, &args.jack_server) {
+        watch.args(["--jack-server", s]);
+    }
+    watch
+}
+
+fn one_mode(
+    args: &WatchBenchArgs,
+    pipewire: bool,
+    watching: bool,
+    kernel: bool,
+) -> Result<ModeFigures, Failure> {
+    let exe = std::env::current_exe().map_err(|e| Failure::Runtime(e.to_string()))?;
+    let dir = tempfile::tempdir().map_err(|e| Failure::Runtime(e.to_string()))?;
+    let (run_json, lines, json) = (
+        dir.path().join("run.json"),
+        dir.path().join("x.jsonl"),
+        dir.path().join("w.json"),
+    );
+    let secs = args.duration.as_secs_f64();
+    let bystander_json = dir.path().join("bystander.json");
+    let client = |name: &str, json: &Path| client(&exe, args, pipewire, name, json);
+    // The culprit stalls on purpose; the bystander does not, and its load shows what watching
+    // costs the graph.
+    let mut culprit = client("bench-culprit", &run_json);
+    culprit
+        .args(["--stall", "12ms", "--stall-every"])
+        .arg(format!("{}ms", args.stall_every.as_millis()));
+    let mut culprit = culprit
+        .spawn()
+        .map_err(|e| Failure::Runtime(format!("the culprit: {e}")))?;
+    let mut bystander = client("bench-bystander", &bystander_json)
+        .spawn()
+        .map_err(|e| Failure::Runtime(format!("the bystander: {e}")))?;
+    std::thread::sleep(Duration::from_secs(1));
+    let mut watch = watch_command(&exe, args, pipewire, &lines, &json);
+    if !kernel {
+        watch.arg("--no-kernel");
+    }
+    let (cpu_s, status) = if watching {
+        let child = watch
+            .spawn()
+            .map_err(|e| Failure::Runtime(format!("watch: {e}")))?;
+        wait_cpu(child.id() as i32)?
+    } else {
+        // The baseline: the culprit alone for as long, to see what watching costs the graph.
+        std::thread::sleep(args.duration);
+        std::fs::write(&lines, "").map_err(|e| Failure::Runtime(e.to_string()))?;
+        (0.0, 0)
+    };
+    let _ = culprit.wait();
+    let _ = bystander.wait();
+    if status != 0 {
+        return Err(Failure::Runtime(format!(
+            "watch failed (wait status {status})"
+        )));
+    }
+    let typed = |e: xrunlab_results::ReadError| Failure::Runtime(e.to_string());
+    let records = read_xrun_lines(&lines).map_err(typed)?;
+    // The baseline has no watch, so no summary: nothing lost, nothing to note.
+    let kernel_events = if watching {
+        xrunlab_results::watch::read_watch(&json)
+            .map_err(typed)?
+            .kernel_events
+    } else {
+        KernelNote {
+            recorded: false,
+            note: String::new(),
+            lost: 0,
+        }
+    };
+    let run: RunFile = read_typed(&run_json, run::SCHEMA).map_err(typed)?;
+    let bystander: RunFile = read_typed(&bystander_json, run::SCHEMA).map_err(typed)?;
+    // The stalls that fell inside the watch: it started about 1 s into the culprit's run.
+    let induced = run
+        .events
+        .iter()
+        .filter(|e| e.kind.contains("stall"))
+        .filter(|e| e.t_s > 1.3 && e.t_s < 1.0 + secs - 0.3)
+        .count();
+    let with_node = records
+        .iter()
+        .filter(|r| r.card.xrun.node.is_some())
+        .count();
+    let named = records
+        .iter()
+        .filter(|r| {
+            r.card
+                .xrun
+                .node
+                .as_ref()
+                .is_some_and(|n| n.name.contains("bench-culprit"))
+        })
+        .count();
+    let mut delays: Vec<f64> = records
+        .iter()
+        .map(|r| (r.reported_ns as f64 - r.card.xrun.deadline_ns as f64) / 1e6)
+        .collect();
+    delays.sort_by(f64::total_cmp);
+    Ok(ModeFigures {
+        mode: match (watching, kernel) {
+            (false, _) => "not watched",
+            (true, true) => "with kernel events",
+            (true, false) => "without (--no-kernel)",
+        }
+        .to_owned(),
+        watching,
+        cpu_pct: cpu_s / secs * 100.0,
+        induced,
+        cards: records.len(),
+        named,
+        with_node,
+        delay_p50_ms: xrunlab_stats::median_interpolated(&delays),
+        delay_max_ms: delays.last().copied(),
+        lost: kernel_events.lost,
+        kernel_note: kernel_events.note,
+        bystander_load_p50_pct: Some(bystander.summary.load_pct.p50),
+        bystander_load_p99_pct: Some(bystander.summary.load_pct.p99),
+    })
+}
+
+/// The client-runs-long modes (not watched, without and with kernel events), each printed as it
+/// ends.
+fn client_modes(args: &WatchBenchArgs, pipewire: bool) -> Result<Vec<ModeFigures>, Failure> {
+    println!(
+        "watch on {} for {} per mode; the culprit (JACK client \"bench-culprit\") stalls 12 ms every {}",
+        if pipewire { "PipeWire" } else { "JACK" },
+        humantime::format_duration(args.duration),
+        humantime::format_duration(args.stall_every)
+    );
+    println!(
+        "{:<22} {:>7} {:>8} {:>6} {:>6} {:>8} {:>10} {:>10} {:>5}  bystander load p50/p99",
+        "mode", "CPU %", "induced", "cards", "named", "right %", "delay p50", "delay max", "lost"
+    );
+    let mut modes = Vec::new();
+    for (watching, kernel) in [(false, false), (true, false), (true, true)] {
+        let f = one_mode(args, pipewire, watching, kernel)?;
+        // Of the cards that name a node, the share that names the culprit: driver-side cards
+        // (the device was late, every client in time) name none and are not counted wrong.
+        let named_pct = if f.with_node == 0 {
+            0.0
+        } else {
+            f.named as f64 * 100.0 / f.with_node as f64
+        };
+        let pct = |p: Option<f64>| p.map_or("-".to_owned(), |p| format!("{p:.2}"));
+        let ms = |p: Option<f64>| p.map_or("-".to_owned(), |p| format!("{p:.0}ms"));
+        let load = format!(
+            "{}/{} %",
+            pct(f.bystander_load_p50_pct),
+            pct(f.bystander_load_p99_pct)
+        );
+        if watching {
+            println!(
+                "{:<22} {:>7.2} {:>8} {:>6} {:>6} {:>8.1} {:>10} {:>10} {:>5}  {load}",
+                f.mode,
+                f.cpu_pct,
+                f.induced,
+                f.cards,
+                f.named,
+                named_pct,
+                ms(f.delay_p50_ms),
+                ms(f.delay_max_ms),
+                f.lost,
+            );
+        } else {
+            println!(
+                "{:<22} {:>7} {:>8} {:>6} {:>6} {:>8} {:>10} {:>10} {:>5}  {load}",
+                f.mode, "-", f.induced, "-", "-", "-", "-", "-", "-"
+            );
+        }
+        if kernel && f.kernel_note != "recorded" {
+            println!("  kernel events were not recorded: {}", f.kernel_note);
+        }
+        modes.push(f);
+    }
+    println!(
+        "CPU %: watch's own user+system time over the watch, of one CPU. induced: the culprit's \
+         stalls inside the watch; cards: xruns reported; named: cards naming the culprit; right: \
+         of the cards naming a node, the share naming the culprit (driver-side cards name no \
+         node). delay: \
+         from the xrun's deadline to its card. bystander load: a second client's render \
+         time per period (its BUSY), which does not stall, not watched and watched: watch's \
+         effect on the graph (one run each: a difference within this machine's 10-20 % \
+         run-to-run noise shows nothing)."
+    );
+    Ok(modes)
+}
+
+/// The starved-server mode's figures, as a table.
+fn print_starved(f: &StarvedFigures) {
+    let share = |n: usize, of: usize| {
+        if of == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.0} %", n as f64 * 100.0 / of as f64)
+        }
+    };
+    println!(
+        "\nstarved server: {} pinned to CPU {}; a SCHED_FIFO 95 hog ({}) spins {:.0} ms every {:.0} ms there",
+        f.server_thread,
+        f.cpu,
+        hog::HOG_COMM,
+        f.spin_ms,
+        f.every_ms
+    );
+    println!(
+        "{:>7} {:>6} {:>8} {:>6} {:>16} {:>12} {:>16} {:>5}",
+        "CPU %",
+        "spins",
+        "recall",
+        "cards",
+        "cards in spins",
+        "right root",
+        "on calm client",
+        "lost"
+    );
+    println!(
+        "{:>7.2} {:>6} {:>8} {:>6} {:>16} {:>12} {:>16} {:>5}",
+        f.cpu_pct,
+        f.spins,
+        share(f.spins_with_card, f.spins),
+        f.cards,
+        f.cards_in_spins,
+        share(f.right_root, f.cards_in_spins),
+        f.on_calm,
+        f.lost
+    );
+    if f.kernel_note != "recorded" {
+        println!("  kernel events were not recorded: {}", f.kernel_note);
+    }
+    println!(
+        "recall: spins with a card during them (30 ms before the spin to 40 ms after it); right \
+         root: of the cards during spins, those whose root is the server's thread woken late \
+         behind the hog (driver_woke_late naming {}); on calm client: cards during spins that \
+         blame the calm client, which never runs long.",
+        hog::HOG_COMM
+    );
+}
+
+/// Whether a card's xrun began during a spin: from 30 ms before its start to 40 ms after its
+/// end (the cycles the spin delays, and the one that catches up).
+fn during_spin(r: &XrunRecord, starts: &[u64], spin_ns: u64) -> Option<u64> {
+    let t = r
+        .card
+        .xrun
+        .rest
+        .get("cycle_start_ns")
+        .and_then(serde_json::Value::as_u64)?;
+    starts
+        .iter()
+        .copied()
+        .find(|&s| t + 30_000_000 >= s && t <= s + spin_ns + 40_000_000)
+}
+
+/// Whether a card's root is the server's thread woken late behind the hog.
+fn names_hog(r: &XrunRecord, hog_tid: i32) -> bool {
+    let root = r.card.rest.get("root");
+    let culprit = root.and_then(|root| root.pointer("/account/main_culprit"));
+    r.card.kind == "driver_woke_late"
+        && root
+            .and_then(|root| root.get("role"))
+            .and_then(|v| v.as_str())
+            == Some("driver")
+        && culprit.is_some_and(|c| {
+            c.get("pid").and_then(serde_json::Value::as_i64) == Some(i64::from(hog_tid))
+                || c.get("name").and_then(|n| n.as_str()) == Some(hog::HOG_COMM)
+        })
+}
+
+/// Whether a card blames the node `name` as the root of its path.
+fn blames_node(r: &XrunRecord, name: &str) -> bool {
+    let root = r
+        .card
+        .rest
+        .get("path")
+        .and_then(|p| p.as_array())
+        .and_then(|p| p.last());
+    root.is_some_and(|root| {
+        root.get("role").and_then(|v| v.as_str()) == Some("node")
+            && root
+                .get("name")
+                .and_then(|v| v.as_str())
+                .is_some_and(|n| n.contains(name))
+    })
+}
+
+/// The starved-server mode: one calm client, the server's real-time thread pinned to the last
+/// online CPU with the hog, watch with the kernel's events.
+fn starved_mode(args: &WatchBenchArgs, pipewire: bool) -> Result<StarvedFigures, Failure> {
+    const SPIN: Duration = Duration::from_millis(15);
+    const EVERY: Duration = Duration::from_millis(700);
+    // The first spin once watch's tracing runs; none in its last half second.
+    const FIRST: Duration = Duration::from_millis(1500);
+    let secs = args.duration.as_secs_f64();
+    let spins = ((secs - FIRST.as_secs_f64() - 0.5) / EVERY.as_secs_f64()).floor() + 1.0;
+    if spins < 1.0 {
+        return Err(Failure::Usage(format!(
+            "--duration {} leaves no room for a spin: the starved-server mode needs 2s or more",
+            humantime::format_duration(args.duration)
+        )));
+    }
+    let exe = std::env::current_exe().map_err(|e| Failure::Runtime(e.to_string()))?;
+    let dir = tempfile::tempdir().map_err(|e| Failure::Runtime(e.to_string()))?;
+    let (calm_json, lines, json) = (
+        dir.path().join("calm.json"),
+        dir.path().join("x.jsonl"),
+        dir.path().join("w.json"),
+    );
+    let server = if pipewire {
+        WatchServer::Pipewire
+    } else {
+        WatchServer::Jack
+    };
+    let pid = crate::watch_source::open(server, args.jack_server.as_deref())
+        .map_err(Failure::Runtime)?
+        .server_pid()
+        .ok_or_else(|| Failure::Runtime("the server's process was not found".into()))?;
+    let thread = hog::server_thread(pid).map_err(Failure::Runtime)?;
+    let cpu = *xrunlab_sys::cpu_set(xrunlab_sys::default_sys_root())
+        .last()
+        .ok_or_else(|| Failure::Runtime("no online CPU is listed".into()))?;
+    let mut calm = client(&exe, args, pipewire, "bench-calm", &calm_json)
+        .spawn()
+        .map_err(|e| Failure::Runtime(format!("the calm client: {e}")))?;
+    std::thread::sleep(Duration::from_secs(1));
+    let pinned = hog::pin(thread.tid, cpu)?;
+    let hog = hog::start(cpu, SPIN, EVERY, FIRST, spins as usize)?;
+    let watched = watch_command(&exe, args, pipewire, &lines, &json)
+        .spawn()
+        .map_err(|e| Failure::Runtime(format!("watch: {e}")));
+    let watched = watched.and_then(|child| wait_cpu(child.id() as i32));
+    let spun = hog.join();
+    drop(pinned);
+    let _ = calm.wait();
+    let (cpu_s, status) = watched?;
+    if status != 0 {
+        return Err(Failure::Runtime(format!(
+            "watch failed (wait status {status})"
+        )));
+    }
+    let typed = |e: xrunlab_results::ReadError| Failure::Runtime(e.to_string());
+    let records = read_xrun_lines(&lines).map_err(typed)?;
+    let summary = xrunlab_results::watch::read_watch(&json).map_err(typed)?;
+    let spin_ns = SPIN.as_nanos() as u64;
+    let in_spins: Vec<(&XrunRecord, u64)> = records
+        .iter()
+        .filter_map(|r| during_spin(r, &spun.starts_ns, spin_ns).map(|s| (r, s)))
+        .collect();
+    let mut seen: Vec<u64> = in_spins.iter().map(|(_, s)| *s).collect();
+    seen.dedup();
+    Ok(StarvedFigures {
+        server_thread: format!(
+            "{} (pid {}, tid {}, {})",
+            thread.comm, thread.pid, thread.tid, thread.policy
+        ),
+        cpu,
+        spin_ms: SPIN.as_secs_f64() * 1e3,
+        every_ms: EVERY.as_secs_f64() * 1e3,
+        spins: spun.starts_ns.len(),
+        spins_with_card: seen.len(),
+        cards: records.len(),
+        cards_in_spins: in_spins.len(),
+        right_root: in_spins
+            .iter()
+            .filter(|(r, _)| names_hog(r, spun.tid))
+            .count(),
+        on_calm: in_spins
+            .iter()
+            .filter(|(r, _)| blames_node(r, "bench-calm"))
+            .count(),
+        cpu_pct: cpu_s / secs * 100.0,
+        lost: summary.kernel_events.lost,
+        kernel_note: summary.kernel_events.note,
+    })
+}
+
+/// Runs `xrunlab bench watch`.
+pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
+    if let Some(p) = &args.json {
+        crate::files::check_writable("--json", p)?;
+    }
+    let mut provenance = Provenance::collect(
+        env!("CARGO_PKG_VERSION"),
+        xrunlab_sys::default_proc_root(),
+        xrunlab_sys::default_sys_root(),
+    );
+    let pipewire = match args.server {
+        WatchServer::Pipewire => true,
+        WatchServer::Jack => false,
+        WatchServer::Auto => pipewire_answers(),
+    };
+    let modes = if args.cause == BenchCause::Server {
+        Vec::new()
+    } else {
+        client_modes(args, pipewire)?
+    };
+    let (starved, starved_note) = if args.cause == BenchCause::Client {
+        (None, String::new())
+    } else {
+        match starved_mode(args, pipewire) {
+            Ok(f) => {
+                print_starved(&f);
+                (Some(f), String::new())
+            }
+            // Asked for with the other mode: say why and keep what was measured.
+            Err(Failure::Runtime(why)) if args.cause == BenchCause::Both => {
+                println!("\nstarved-server mode not run: {why}");
+                (None, why)
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    if let Some(p) = &args.json {
+        provenance.finish();
+        let result = BenchWatchResult {
+            schema: SCHEMA.to_owned(),
+            provenance,
+            server: if pipewire { "PipeWire" } else { "JACK" }.to_owned(),
+            duration_s: args.duration.as_secs_f64(),
+            stall_every_s: args.stall_every.as_secs_f64(),
+            modes,
+            starved,
+            starved_note,
+        };
+        xrunlab_results::write::write_json(p, &result)?;
+    }
+    Ok(())
+}
