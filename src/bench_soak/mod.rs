@@ -1,8 +1,8 @@
 //! `xrunlab bench soak`: runs the engine for a long time on the path `xrunlab run` takes (the lab
 //! crate's `soak::run_path`: engine, run collector with its summary; the optional CSV rows are
 //! written here) or the dashboard's (engine-owner thread, telemetry, server, one WebSocket reader,
-//! in `client_enabled.rs` behind the `soak-client` feature), sampling the process's resident memory with
-//! the lab crate's sampler to show it stays flat; prints each sample and writes the JSON after
+//! in `client_enabled.rs` behind the `soak-client` feature), sampling the process's resident memory
+//! with the lab crate's sampler to show it stays flat; prints each sample and writes the JSON after
 //! each; runs on the main thread (the dashboard mode adds its own threads).
 
 use crate::cli::SoakArgs;

@@ -1,8 +1,8 @@
-//! The experiments' result files (schema [`SCHEMA`], one kind per experiment): the envelope
-//! that every `probe`, `sweep` and `capacity` result shares ([`LabResult`]), the scheduling a
-//! measuring thread obtained ([`SchedObtained`]), and reading a file back as one kind's type, naming
-//! the file and the field of what does not fit. Written by the lab experiments through the
-//! binary, read by `compare` and `report`, on the main thread.
+//! The experiments' result files (schema [`SCHEMA`], one kind per experiment): the envelope that
+//! every `probe`, `sweep` and `capacity` result shares ([`LabResult`]), the scheduling a measuring
+//! thread obtained ([`SchedObtained`]), and reading a file back as one kind's type, naming the file
+//! and the field of what does not fit. Written by the lab experiments through the binary, read by
+//! `compare` and `report`, on the main thread.
 
 use crate::read::{parse_typed, ReadError};
 use serde::de::DeserializeOwned;

@@ -1,5 +1,5 @@
-//! Finding xruns in the stream of cycles, and each node's running statistics (pw-top's WAIT,
-//! BUSY and ERR); runs on watch's collector thread, one cycle at a time, in bounded memory.
+//! Finding xruns in the stream of cycles, and each node's running statistics (pw-top's WAIT, BUSY
+//! and ERR); runs on watch's main thread (and record's), one cycle at a time, in bounded memory.
 //!
 //! Three kinds of evidence, strongest first:
 //! - a follower's own xrun count went up (PipeWire 0.3.72 and later);

@@ -1,7 +1,7 @@
 //! JACK2's per-client timing, rebuilt from the kernel's wake chain: JACK2 keeps its per-client
 //! signal/awake/finish times private, but every cycle the server's real-time thread wakes the
 //! first clients' real-time threads through futexes, each client wakes its successors when it is
-//! done, and then sleeps. Runs on watch's collector thread.
+//! done, and then sleeps. Runs on watch's main thread (and record's).
 //!
 //! Per client thread and cycle: `signal` is its `sched_waking`, `awake` its switch-in, `finish`
 //! its next switch-out to sleep. A cycle starts at the server thread's first wake of a client; a

@@ -1,6 +1,6 @@
 //! Which thread does a node's work: node → pid → that process's real-time threads, confirmed by
 //! matching the node's awake times with the threads' switch-ins in the kernel's events. Reads
-//! procfs under a root path (fixture trees in tests); runs on watch's collector thread.
+//! procfs under a root path (fixture trees in tests); runs on watch's main thread (and record's).
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! The server-neutral picture of one graph cycle that watch analyses: each node's signal, awake
 //! and finish times and state, as PipeWire's profiler reports them and as watch rebuilds them for
-//! JACK2 from the kernel's wake chain. Plain data, built on watch's collector thread.
+//! JACK2 from the kernel's wake chain. Plain data, built on watch's main thread (and record's).
 
 use serde::{Deserialize, Serialize};
 
