@@ -181,7 +181,11 @@ pub fn doctor(args: &DoctorArgs) -> Result<(), Failure> {
         },
     };
 
-    let report = xrunlab_doctor::report::build(&roots, &xrunlab_doctor::probe::live(), opts);
+    let probes = xrunlab_doctor::Probes {
+        history: xrunlab_history::default_path(),
+        ..xrunlab_doctor::probe::live()
+    };
+    let report = xrunlab_doctor::report::build(&roots, &probes, opts);
     say(&report.text());
 
     let measured = if args.measure {

@@ -244,6 +244,11 @@ pub struct Probes {
     pub fifo_attempts: Vec<String>,
     /// What a scratch thread got for uclamp_min 512.
     pub uclamp: Outcome,
+    /// Where `xrunlab record` would keep its history for this process (the history crate's
+    /// `default_path`: the service's state directory, /var/lib/xrunlab for root, else the
+    /// user's XDG state directory); `None` when there is no place for it (no HOME).
+    #[serde(default)]
+    pub history: Option<PathBuf>,
 }
 
 /// Everything the checks found.

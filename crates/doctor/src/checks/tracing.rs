@@ -4,7 +4,7 @@
 //! fix when not). Runs on the main thread.
 
 use super::Ctx;
-use crate::finding::{Area, Check, Finding};
+use crate::finding::{Area, Check, Finding, Status};
 use crate::process::{
     ProcessStatus, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_PERFMON, CAP_SYS_ADMIN,
 };
@@ -27,12 +27,101 @@ pub const EVENTS: [&str; 7] = [
 
 pub(super) fn check(ctx: &Ctx) -> Vec<Finding> {
     let (tracefs, mounted) = tracefs(ctx);
-    vec![
-        tracefs,
-        events(ctx, mounted),
-        paranoid(ctx),
-        as_user(ctx, mounted),
-    ]
+    let user = as_user(ctx, mounted);
+    let recorder = recorder(ctx, &user);
+    vec![tracefs, events(ctx, mounted), paranoid(ctx), user, recorder]
+}
+
+/// The directory `path` is in, or the nearest one above it that exists (the recorder creates
+/// the rest), and whether this process may create files there.
+fn writable_place(path: &Path, p: &ProcessStatus) -> Result<String, String> {
+    let dir = path
+        .ancestors()
+        .skip(1)
+        .find(|d| d.is_dir())
+        .ok_or_else(|| format!("no directory above {} exists", path.display()))?;
+    if p.has_cap(CAP_DAC_OVERRIDE) {
+        return Ok(format!("history at {} (CAP_DAC_OVERRIDE)", path.display()));
+    }
+    let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Write and search: 2 | 1.
+    if permits(&meta, p, 3) {
+        Ok(format!("history at {}", path.display()))
+    } else {
+        Err(format!(
+            "{} is mode {:o}, owner {}:{}: this user cannot create the history {} there",
+            dir.display(),
+            meta.mode() & 0o7777,
+            meta.uid(),
+            meta.gid(),
+            path.display()
+        ))
+    }
+}
+
+/// Whether `xrunlab record` could run here and explain what it records: a place for its history
+/// this process may write, the kernel's events (`user`, the finding above), and an audio server
+/// to record.
+fn recorder(ctx: &Ctx, user: &Finding) -> Finding {
+    let check = Check::new(
+        "trace.recorder",
+        AREA,
+        "The flight recorder could run (xrunlab record)",
+    );
+    let source = format!(
+        "{}, the history's default place, the kernel tracing finding (trace.user), the \
+         processes in {}",
+        shown(&ctx.roots.proc("self/status")),
+        shown(&ctx.roots.proc(""))
+    );
+    let p = match &ctx.process {
+        Ok(p) => p,
+        Err(e) => return check.unknown(e.to_string(), source),
+    };
+    let mut have = Vec::new();
+    let mut missing = Vec::new();
+    let mut fixes = Vec::new();
+    match &ctx.probes.history {
+        None => {
+            missing
+                .push("no place for the history (neither XDG_STATE_HOME nor HOME is set)".into());
+            fixes.push("give it one: xrunlab record --db FILE".to_owned());
+        }
+        Some(path) => match writable_place(path, p) {
+            Ok(place) => have.push(place),
+            Err(why) => {
+                missing.push(why);
+                fixes.push("give it a file this user may write: xrunlab record --db FILE".into());
+            }
+        },
+    }
+    if user.status == Status::Pass {
+        have.push("kernel events readable".to_owned());
+    } else {
+        missing.push(
+            "the kernel's events are not readable, so cards name the late node but not what held \
+             it (trace.user says why)"
+                .to_owned(),
+        );
+        if let Some(fix) = &user.fix {
+            fixes.push(fix.clone());
+        }
+    }
+    match ctx.running(&["pipewire", "jackd", "jackdbus"]) {
+        Some((pid, comm)) => have.push(format!("{comm} (pid {pid}) to record")),
+        None => missing.push(
+            "no audio server runs (pipewire, jackd), so the recorder would wait for one".to_owned(),
+        ),
+    }
+    if missing.is_empty() {
+        return check.pass(format!("yes: {}", have.join("; ")), source);
+    }
+    let f = check.warn(format!("not fully: {}", missing.join("; ")), source);
+    if fixes.is_empty() {
+        f
+    } else {
+        f.with_fix(fixes.join("; "))
+    }
 }
 
 /// Finds tracefs in /proc/mounts; returns the finding and whether it is mounted at

@@ -209,6 +209,7 @@ pub fn probes(priority: Option<u8>, uclamp: bool) -> Probes {
                 reason: "not supported by this kernel (CONFIG_UCLAMP_TASK missing)".to_owned(),
             }
         },
+        history: None,
     }
 }
 

@@ -165,3 +165,67 @@ fn root_can_trace() {
         &["CAP_DAC_READ_SEARCH", "CAP_PERFMON"],
     );
 }
+
+/// `trace.recorder`: with no place for the history, no tracing rights and no server, each is
+/// said, with the fixes for the first two.
+#[test]
+fn the_recorder_check_says_each_thing_it_lacks_and_how_to_get_it() {
+    let m = machine(&[29], 0, 0o700, 0o440);
+    let r = m.report(&probes(None, true));
+    let f = expect(
+        &r,
+        "trace.recorder",
+        Status::Warn,
+        &[
+            "not fully: ",
+            "no place for the history",
+            "the kernel's events are not readable",
+            "no audio server runs (pipewire, jackd)",
+        ],
+    );
+    let fix = fix(&f);
+    assert!(
+        fix.starts_with("give it one: xrunlab record --db FILE; "),
+        "{fix}"
+    );
+    assert!(fix.contains("sudo setcap cap_perfmon+ep"), "{fix}");
+}
+
+/// `trace.recorder` passes with a history place this user may write, tracing rights and a
+/// server running; a place it may not write is named with its mode and owner.
+#[test]
+fn the_recorder_check_passes_with_a_writable_place_rights_and_a_server() {
+    let m = machine(&[], CAP_PERFMON, 0o750, 0o440);
+    let gid = tracefs_gid(&m);
+    m.user(UID, &[29, gid], CAP_PERFMON);
+    m.process(4321, "pipewire", &["/usr/bin/pipewire"]);
+    let state = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(state.path(), PermissionsExt::from_mode(0o777)).unwrap();
+    // The recorder makes xrunlab/ itself: the nearest directory that exists is what counts.
+    let db = state.path().join("xrunlab/history.db");
+    let mut p = probes(None, true);
+    p.history = Some(db.clone());
+    expect(
+        &m.report(&p),
+        "trace.recorder",
+        Status::Pass,
+        &[
+            &format!("yes: history at {}", db.display()),
+            "kernel events readable",
+            "pipewire (pid 4321) to record",
+        ],
+    );
+    // The same directory at 0755, owned by the test runner, not by alice.
+    std::fs::set_permissions(state.path(), PermissionsExt::from_mode(0o755)).unwrap();
+    let f = expect(
+        &m.report(&p),
+        "trace.recorder",
+        Status::Warn,
+        &["is mode 755", "this user cannot create the history"],
+    );
+    assert!(!f.reason.contains("kernel's events"), "{}", f.reason);
+    assert_eq!(
+        fix(&f),
+        "give it a file this user may write: xrunlab record --db FILE"
+    );
+}
