@@ -16,15 +16,19 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 /// The binary under test, where user nobody can run it: in place when every directory above
-/// it lets others search it, else copied (mode 0755) to a fresh scratch directory.
+/// it lets others search it, else copied (mode 0755) to a scratch directory, once per test
+/// process. Once: each copy re-creates its scratch directory, so tests copying at the same time
+/// deleted each other's copy between its `cp` and its run (seen in the fresh-machine chroot,
+/// where the checkout is under /root, mode 0700: the dashboard test's child found no binary).
 fn binary_for_nobody() -> PathBuf {
+    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_xrunlab"));
     let others_may =
         |p: &Path, bit: u32| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & bit != 0);
     if others_may(&bin, 0o001) && bin.ancestors().skip(1).all(|d| others_may(d, 0o001)) {
         return bin;
     }
-    copy_for_nobody("binary")
+    COPY.get_or_init(|| copy_for_nobody("binary")).clone()
 }
 
 /// A copy of the binary, mode 0755, in a scratch directory `name` that others may search.
@@ -272,10 +276,14 @@ fn the_dashboard_serves_its_page_as_nobody_without_capabilities() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("xrunlab dashboard: ")
-        .unwrap_or_else(|| panic!("no URL line: {line:?}"));
+    let Some(url) = line.trim().strip_prefix("xrunlab dashboard: ") else {
+        // The child ended before serving: what it said is the reason.
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        panic!("no URL line: {line:?}; stderr: {err}");
+    };
     let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
     let port: u16 = rest[..rest.find('/').unwrap()].parse().unwrap();
     // The token URL sets the session cookie and redirects to the page.
