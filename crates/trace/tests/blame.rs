@@ -930,3 +930,31 @@ fn a_renamed_hog_is_one_culprit_and_inherited_children_are_one_row_under_their_p
         "one label for the policy everywhere"
     );
 }
+
+#[test]
+fn a_thread_still_busy_with_an_earlier_buffer_at_the_period_start_started_late() {
+    // The driver has been running since 0.2 ms (an earlier buffer) when the period starts at
+    // 1 ms; it begins this buffer's work only at 2.3 ms and does its usual 0.6 ms.
+    let events = vec![
+        switch(
+            200 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("driver", 200, FIFO70),
+        ),
+        switch(
+            2900 * US,
+            0,
+            ("driver", 200, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    let threads = [thread("driver", 200, 2300 * US, 2900 * US, Some(600 * US))];
+    let c = card(&threads, &window(events, 0), 2900 * US, &[], &NoLookup);
+    assert_eq!(c.cause, Cause::StartedLate, "{}", c.verdict);
+    assert_eq!(
+        c.verdict,
+        "late: driver started 1.30 ms after the period start, still busy with an earlier buffer"
+    );
+    assert!(c.threads[0].busy_at_period_start, "{:?}", c.threads[0]);
+}
