@@ -27,14 +27,7 @@ pub struct ServerThread {
 
 /// Finds the real-time thread of the server whose process is `pid`, or says why there is none.
 pub fn server_thread(pid: i32) -> Result<ServerThread, String> {
-    xrunlab_watch::mapping::rt_threads(Path::new("/proc"), pid)
-        .into_iter()
-        .max_by_key(|t| {
-            t.policy
-                .rsplit(' ')
-                .next()
-                .and_then(|p| p.parse::<u32>().ok())
-        })
+    xrunlab_watch::mapping::top_rt_thread(Path::new("/proc"), pid)
         .map(|t| ServerThread {
             pid,
             tid: t.tid,
@@ -102,16 +95,6 @@ impl Drop for Pinned {
     }
 }
 
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// What the hog did: its thread id and each spin's start (CLOCK_MONOTONIC ns, the clock of the
 /// cards' stamps).
 #[derive(Debug, Clone, Default)]
@@ -173,7 +156,7 @@ pub fn start(
                 tid,
                 starts_ns: Vec::with_capacity(spins),
             };
-            let mut next = monotonic_ns() + first.as_nanos() as u64;
+            let mut next = xrunlab_engine::rt::clock::now_ns() + first.as_nanos() as u64;
             for _ in 0..spins {
                 let ts = libc::timespec {
                     tv_sec: (next / 1_000_000_000) as libc::time_t,
@@ -188,10 +171,10 @@ pub fn start(
                         std::ptr::null_mut(),
                     )
                 };
-                let start = monotonic_ns();
+                let start = xrunlab_engine::rt::clock::now_ns();
                 out.starts_ns.push(start);
                 let end = start + spin.as_nanos() as u64;
-                while monotonic_ns() < end {
+                while xrunlab_engine::rt::clock::now_ns() < end {
                     std::hint::spin_loop();
                 }
                 next += every.as_nanos() as u64;

@@ -131,15 +131,7 @@ impl Source for JackSource {
         let proc_root = Path::new("/proc");
         let server = procs::find_server(proc_root, &self.server)?;
         // The server's real-time thread runs the driver: its highest-priority one.
-        let server_tid = mapping::rt_threads(proc_root, server.pid)
-            .into_iter()
-            .max_by_key(|t| {
-                t.policy
-                    .rsplit(' ')
-                    .next()
-                    .and_then(|p| p.parse::<u32>().ok())
-            })?
-            .tid;
+        let server_tid = mapping::top_rt_thread(proc_root, server.pid)?.tid;
         let clients = self
             .clients
             .iter()

@@ -52,6 +52,17 @@ fn policy_of(stat: &str) -> Option<(i64, i64)> {
     Some((field(41)?, field(40)?))
 }
 
+/// The highest-priority real-time thread of process `pid`: an audio server's own thread, the
+/// one that drives its graph (jackd's process thread, PipeWire's data loop).
+pub fn top_rt_thread(proc_root: &Path, pid: i32) -> Option<RtThread> {
+    rt_threads(proc_root, pid).into_iter().max_by_key(|t| {
+        t.policy
+            .rsplit(' ')
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+    })
+}
+
 /// The real-time (SCHED_FIFO or SCHED_RR) threads of process `pid`.
 pub fn rt_threads(proc_root: &Path, pid: i32) -> Vec<RtThread> {
     let Ok(dir) = std::fs::read_dir(proc_root.join(format!("{pid}/task"))) else {
