@@ -198,6 +198,13 @@ fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long_on(
         c.args(["late", "60", "8000", "30"]);
         c
     });
+    // A bystander that never runs long: the records around the late client's overruns stamp
+    // it with the next cycle's times (0.3.65), which once made it an xrun of every such cycle.
+    let _calm = start_client({
+        let mut c = pw.pw_jack(&late_client());
+        c.args(["calm", "1000000", "0", "30"]);
+        c
+    });
     let dir = scratch(&format!("pw-late-{}", build.label()));
     let from = now_ns() + 1_000_000_000;
     let (out, records, summary) = watch(
@@ -213,6 +220,16 @@ fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long_on(
     );
     let induced: Vec<u64> = client.late.try_iter().collect();
     check_every_overrun_named(&records, &induced, from, to, &out);
+    // The bystander is no card's root. A shared 2-core machine can hold its thread off now and
+    // then (a compiler on its CPU), so a few cards may name it; one per overrun or more (what
+    // the next cycle's stamps gave) may not.
+    let on_calm = records.iter().filter(|r| node_name(r) == "calm").count();
+    assert!(
+        on_calm * 5 <= induced.len().max(5),
+        "{on_calm} cards name the calm bystander, for {} overruns:\n{}",
+        induced.len(),
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert_eq!(summary.schema, xrunlab_results::watch::SCHEMA);
     assert!(!summary.provenance.kernel.is_empty(), "provenance recorded");
     assert_eq!(
