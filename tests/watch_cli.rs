@@ -993,6 +993,74 @@ fn bench_watch_writes_every_modes_figures_typed() {
     assert_eq!(r.modes[0].cards, 0, "nothing watched, nothing reported");
 }
 
+/// The CPUs thread `tid` of `pid` may run on, as /proc lists them.
+fn cpus_allowed(pid: i32, tid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .expect("the thread's status")
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list")
+        .trim()
+        .to_owned()
+}
+
+#[test]
+#[ignore = "needs root (SCHED_FIFO 95 hog, the server's thread pinned); test.sh runs it as root"]
+fn sigterm_during_bench_watchs_starved_mode_gives_the_servers_thread_its_cpus_back() {
+    let _turn = take_turn();
+    let server = TestServer::start("xbenchstop", 256);
+    let rt = *fifo_threads(server.pid())
+        .first()
+        .expect("jackd's real-time thread");
+    let before = cpus_allowed(server.pid(), rt);
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["bench", "watch", "--server", "jack", "--jack-server"])
+        .arg(server.name())
+        .args(["--duration", "20s", "--cause", "server"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bench watch starts");
+    // Past the calm client's second: the thread is pinned and the hog is spinning.
+    let t0 = Instant::now();
+    while cpus_allowed(server.pid(), rt) == before {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the server's thread was never pinned"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(bench.id() as i32, libc::SIGTERM) };
+    let t1 = Instant::now();
+    let out = loop {
+        if let Some(_status) = bench.try_wait().expect("waiting for bench") {
+            break bench.wait_with_output().expect("its output");
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(10),
+            "bench watch did not end after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped by a signal"), "{err}");
+    // Before the fix SIGTERM killed bench at once: the thread stayed on one CPU.
+    assert_eq!(cpus_allowed(server.pid(), rt), before, "{err}");
+    // And its calm client ended with it.
+    let calm = Command::new("pgrep")
+        .args(["-f", "bench-calm"])
+        .output()
+        .expect("pgrep");
+    assert!(
+        calm.stdout.is_empty(),
+        "the calm client still runs: {}",
+        String::from_utf8_lossy(&calm.stdout)
+    );
+}
+
 #[test]
 #[ignore = "needs root (SCHED_FIFO 95 hog, the server's thread pinned, kernel events); test.sh runs it as root"]
 fn bench_watch_starved_server_mode_finds_every_spin_and_names_the_hog_as_the_root() {
