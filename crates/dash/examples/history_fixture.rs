@@ -3,7 +3,8 @@
 //! watch builds them, summarized in watch's own words) of four kinds, one of a node named like a
 //! script, drift events, and a gap when the server was away. Single-threaded.
 //!
-//! `cargo run -p xrunlab-dash --example history_fixture -- FILE` (FILE must not exist yet).
+//! `cargo run -p xrunlab-dash --example history_fixture -- FILE [N]` (FILE must not exist yet):
+//! with N, also N more xruns spread over the 30 days before, to measure a month of history.
 
 use serde_json::json;
 use std::path::Path;
@@ -181,6 +182,10 @@ fn main() {
         .nth(1)
         .expect("usage: history_fixture FILE");
     let path = Path::new(&path);
+    let extra: i64 = std::env::args()
+        .nth(2)
+        .map(|n| n.parse().expect("N: a whole number of xruns"))
+        .unwrap_or(0);
     assert!(!path.exists(), "{} exists: give a new file", path.display());
     let h = History::open_writer(path).expect("a history");
     let now = unix_ns(SystemTime::now());
@@ -219,6 +224,25 @@ fn main() {
             h.insert_snapshot(id, root, b"a perfetto trace")
                 .expect("a snapshot");
         }
+    }
+    let month = 30 * 24 * 60 * MIN;
+    for i in 0..extra {
+        let (template, culprit, root) = &templates[(i % 4) as usize];
+        let time_ns = now - 60 * MIN - month + month / extra.max(1) * i;
+        h.insert_xrun(
+            Some(session),
+            &XrunEntry {
+                time_ns,
+                server: "pipewire".into(),
+                node: template.xrun.node.as_ref().map(|n| n.name.clone()),
+                kind: template.kind.name().into(),
+                root: (*root).into(),
+                culprit: culprit.map(Into::into),
+                summary: words::verdict(template),
+                card: serde_json::to_value(template).expect("a card serializes"),
+            },
+        )
+        .expect("an xrun");
     }
     for (ago, kind, subject, before, after, what) in [
         (
