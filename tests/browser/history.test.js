@@ -42,7 +42,8 @@ async function waitForRows(n) {
 
 before(async () => {
   const db = join(dir, 'history.db');
-  execFileSync(FIXTURE, [db]);
+  // 300 more xruns over the month before: the list pages them.
+  execFileSync(FIXTURE, [db, '300']);
   ({ page, pageErrors, close } = await openDashboard(['--history', db]));
   page.on('dialog', (d) => {
     dialogs.push(d.message());
@@ -143,6 +144,21 @@ test('a node named like a script shows as text and runs nothing', async () => {
   assert.equal(await page.locator('#history-panel script, #history-panel img').count(), 0);
   assert.deepEqual(dialogs, []);
   assert.deepEqual(pageErrors, []);
+});
+
+test('a long span lists 200 xruns at a time, the timeline marks them all', async () => {
+  assert.equal(await page.isHidden('[data-testid="history-more"]'), true, 'the last hour fits');
+  await page.selectOption('[data-testid="history-span"]', '');
+  await waitForRows(200);
+  assert.equal(await page.locator('[data-testid="xrun-mark"]').count(), 312);
+  const more = page.locator('[data-testid="history-more"]');
+  assert.equal(await more.textContent(), 'Show 112 more (112 older in this answer)');
+  await more.click();
+  await waitForRows(312);
+  assert.equal(await more.isHidden(), true);
+  assert.match((await page.textContent('[data-testid="history-status"]')) ?? '', /^312 xruns, /);
+  await page.selectOption('[data-testid="history-span"]', '1h');
+  await waitForRows(12);
 });
 
 test('without a history the view says how to start recording, and the dashboard goes on', async () => {

@@ -25,6 +25,8 @@ export const KIND_COLORS = /** @type {Record<string, string>} */ ({
 });
 const OTHER_KIND = '#444';
 const DRIFT_COLOR = '#2b8a3e';
+/** Rows the list shows at first, and more at each click: 2000 long rows take seconds to lay out. */
+const LIST_PAGE = 200;
 
 /** Timeline geometry, CSS pixels. */
 const H = 96;
@@ -93,6 +95,33 @@ export class History {
     });
     for (const s of [this.span, this.node, this.culprit, this.kind]) s.addEventListener('change', () => void this.load());
     document.getElementById('history-refresh')?.addEventListener('click', () => void this.load());
+    // One listener for all the marks and rows (up to 2000 of each), not one per element.
+    const pick = (/** @type {Event} */ ev) => {
+      const target = /** @type {Element | null} */ (ev.target);
+      const item = target?.closest('[data-id], [data-drift]');
+      if (!item || !this.panel.contains(item)) return false;
+      const drift = item.getAttribute('data-drift');
+      if (drift !== null) {
+        const d = this.view?.drift.find((x) => String(x.id) === drift);
+        if (d) this.showDrift(d);
+      } else {
+        void this.open(Number(item.getAttribute('data-id')));
+      }
+      return true;
+    };
+    for (const area of [this.timeline, this.list]) {
+      area.addEventListener('click', pick);
+      area.addEventListener('keydown', (ev) => {
+        if (/** @type {KeyboardEvent} */ (ev).key === 'Enter') pick(ev);
+      });
+    }
+    this.more = /** @type {HTMLButtonElement} */ (document.getElementById('history-more'));
+    this.more.addEventListener('click', () => {
+      this.rows += LIST_PAGE;
+      if (this.view) this.drawList(this.view);
+    });
+    /** rows of the list shown: a page more at each "show more" */
+    this.rows = LIST_PAGE;
     new ResizeObserver(() => {
       if (this.view && !this.panel.hidden) this.drawTimeline(this.view);
     }).observe(this.timeline);
@@ -101,6 +130,7 @@ export class History {
   /** Asks for the span and filters chosen, and shows the answer. */
   async load() {
     const asked = ++this.asked;
+    this.rows = LIST_PAGE;
     this.status.textContent = 'Reading the history…';
     this.status.className = 'muted';
     try {
@@ -201,17 +231,12 @@ export class History {
       const cx = x(d.time_ns);
       const mark = svg('path', { class: 'mark drift', d: `M${cx} ${DRIFT_Y - 7}l6 7l-6 7l-6 -7z`, fill: DRIFT_COLOR, 'data-drift': d.id, 'data-testid': 'drift-mark', tabindex: 0 });
       titled(mark, `${local(d.time_ns)}: ${d.words}`);
-      mark.addEventListener('click', () => this.showDrift(d));
       root.append(mark);
     }
     for (const xr of v.xruns) {
       const mark = svg('rect', { class: 'mark xrun', x: x(xr.time_ns) - 2, y: XRUN_TOP, width: 4, height: XRUN_H, fill: kindColor(xr.kind), 'data-id': xr.id, 'data-kind': xr.kind, 'data-testid': 'xrun-mark', tabindex: 0 });
       if (xr.id === this.selected) mark.classList.add('selected');
       titled(mark, `${local(xr.time_ns)} ${xr.kind}: ${xr.summary}`);
-      mark.addEventListener('click', () => void this.open(xr.id));
-      mark.addEventListener('keydown', (ev) => {
-        if (/** @type {KeyboardEvent} */ (ev).key === 'Enter') void this.open(xr.id);
-      });
       root.append(mark);
     }
     this.timeline.replaceChildren(root);
@@ -252,33 +277,27 @@ export class History {
 
   /** @param {HistoryView} v */
   drawList(v) {
-    const rows = v.xruns
-      .slice()
-      .reverse()
-      .map((xr) => {
-        const tr = document.createElement('tr');
-        tr.dataset.id = String(xr.id);
-        tr.tabIndex = 0;
-        if (xr.id === this.selected) tr.classList.add('selected');
-        const kind = el('td', 'kind');
-        const sw = el('span', 'swatch');
-        sw.style.background = kindColor(xr.kind);
-        kind.append(sw, xr.kind);
-        tr.append(
-          el('td', 'num', String(xr.id)),
-          el('td', 'when', local(xr.time_ns)),
-          el('td', '', xr.server),
-          el('td', 'node', xr.node ?? '–'),
-          kind,
-          el('td', 'culprit', xr.culprit ?? '–'),
-          el('td', 'what', `${xr.summary}${xr.has_snapshot ? '  [trace]' : ''}`),
-        );
-        tr.addEventListener('click', () => void this.open(xr.id));
-        tr.addEventListener('keydown', (ev) => {
-          if (ev.key === 'Enter') void this.open(xr.id);
-        });
-        return tr;
-      });
+    const newest = v.xruns.slice(-this.rows).reverse();
+    const rows = newest.map((xr) => {
+      const tr = document.createElement('tr');
+      tr.dataset.id = String(xr.id);
+      tr.tabIndex = 0;
+      if (xr.id === this.selected) tr.classList.add('selected');
+      const kind = el('td', 'kind');
+      const sw = el('span', 'swatch');
+      sw.style.background = kindColor(xr.kind);
+      kind.append(sw, xr.kind);
+      tr.append(
+        el('td', 'num', String(xr.id)),
+        el('td', 'when', local(xr.time_ns)),
+        el('td', '', xr.server),
+        el('td', 'node', xr.node ?? '–'),
+        kind,
+        el('td', 'culprit', xr.culprit ?? '–'),
+        el('td', 'what', `${xr.summary}${xr.has_snapshot ? '  [trace]' : ''}`),
+      );
+      return tr;
+    });
     if (!rows.length) {
       const tr = document.createElement('tr');
       const td = el('td', 'muted', 'No xrun on file matches: the recorder kept the audio clean over this span, or the filters leave none.');
@@ -287,6 +306,9 @@ export class History {
       rows.push(tr);
     }
     this.list.replaceChildren(...rows);
+    const left = v.xruns.length - newest.length;
+    this.more.hidden = left <= 0;
+    this.more.textContent = `Show ${Math.min(left, LIST_PAGE)} more (${left} older in this answer)`;
   }
 
   /** @param {number} id */
