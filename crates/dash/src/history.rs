@@ -322,6 +322,31 @@ mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
 
+    /// Reads past the limit are refused at once, without opening the file, and a permit given
+    /// back lets the next one in.
+    #[tokio::test]
+    async fn reads_past_the_limit_are_503_at_once() {
+        let dir = std::env::temp_dir().join(format!("xrunlab-dash-readers-{}", std::process::id()));
+        let source = HistorySource::new(Some(dir.join("none.db")));
+        let held = source
+            .readers
+            .clone()
+            .acquire_many_owned(MAX_READERS as u32)
+            .await
+            .unwrap();
+        let e = overview(&source, &[]).await.unwrap_err();
+        assert_eq!(e.status, 503);
+        assert!(
+            e.error.contains("4 reads of it are already under way"),
+            "{}",
+            e.error
+        );
+        assert_eq!(xrun(&source, "1").await.unwrap_err().status, 503);
+        drop(held);
+        let v = overview(&source, &[]).await.unwrap();
+        assert_eq!(v["available"], false, "{v}");
+    }
+
     fn pairs(q: &[(&str, &str)]) -> Vec<(String, String)> {
         q.iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
