@@ -708,7 +708,11 @@ pub fn card(
     // record, whose stamps are already the next cycle's: its account starts a period earlier.
     let signal = if xrun.evidence == Evidence::NodeCount {
         xrun.cycle_start_ns.saturating_sub(period_ns)
-    } else if node.signal_ns > 0 && node.signal_ns < xrun.cycle_start_ns + period_ns * 9 / 10 {
+    } else if node.signal_ns > 0
+        && (node.signal_ns < xrun.cycle_start_ns + period_ns * 9 / 10 || node.awake_ns == 0)
+    {
+        // A node not yet started (signalled, never awake since) kept nothing busy before its
+        // signal: its span starts there, wherever the signal falls.
         node.signal_ns
     } else {
         xrun.cycle_start_ns

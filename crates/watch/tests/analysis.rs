@@ -1282,3 +1282,82 @@ fn two_nodes_the_driver_held_back_in_one_cycle_are_one_card_of_the_driver() {
         x[0].path
     );
 }
+
+#[test]
+fn on_pipewire_1_4_a_node_signalled_again_and_held_off_its_cpu_woke_late_behind_the_hog() {
+    // PipeWire 1.4.2, measured: a client held off its CPU by a SCHED_FIFO hog is recorded in
+    // the cycle before, `Triggered`, its signal already the next cycle's and its awake and
+    // finish still this one's (in time, 6 µs apart). Its lateness runs from that signal: it
+    // never woke since. Before, the card said "ran long: BUSY 6 µs" with the kernel's account
+    // over those 6 µs, and never the hog.
+    let s = start(20);
+    let signal = start(21) + 4 * US;
+    let x = first_xrun(NodeTiming {
+        id: 7,
+        name: "node7".into(),
+        signal_ns: signal,
+        awake_ns: s + 29 * US,
+        finish_ns: s + 35 * US,
+        status: NodeStatus::Triggered,
+        xruns: None,
+    });
+    assert_eq!(x.evidence, Evidence::StillRunning);
+    assert_eq!(
+        x.path[0].finding,
+        xrunlab_watch::Finding::WokeLate,
+        "{:?}",
+        x.path
+    );
+    let mut events = vec![
+        switch(
+            signal - 200 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("hog", 999, 9),
+        ),
+        TraceEvent {
+            ts_ns: signal,
+            cpu: 0,
+            kind: EventKind::Wakeup {
+                comm: Comm::new(b"data-loop.0"),
+                tid: 4243,
+                prio: 16,
+                target_cpu: 1,
+                waking: true,
+                waker_tid: 1,
+                in_interrupt: false,
+            },
+        },
+        switch(
+            signal + 9_000 * US,
+            1,
+            ("hog", 999, 9, 0),
+            ("data-loop.0", 4243, 16),
+        ),
+    ];
+    events.sort_by_key(|e| e.ts_ns);
+    let window = Window {
+        t0_ns: s - 20_000_000,
+        t1_ns: signal + 20_000_000,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let t = procs();
+    let c = card(
+        &x,
+        None,
+        Some(map_node(t.path(), Some(4242))),
+        Kernel::Window(&window, &Hogs),
+        &NoThreads,
+    );
+    assert_eq!(c.kind, Kind::NodeWokeLate, "{c:?}");
+    let culprit = c
+        .kernel
+        .as_ref()
+        .and_then(|k| k.main_culprit.as_ref())
+        .expect("a culprit");
+    assert_eq!((culprit.name.as_str(), culprit.pid), ("hog", Some(999)));
+    assert!(culprit.us > 4_000.0, "{culprit:?}");
+}
