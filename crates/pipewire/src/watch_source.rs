@@ -6,7 +6,7 @@
 use crate::{Block, Event, Options, Profiler, ProfilerRecord, Status};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 use xrunlab_watch::{Cycle, NodeInfo, NodeStatus, NodeTiming, Source, SourceEvent};
 
@@ -106,26 +106,9 @@ pub fn cycle(r: &ProfilerRecord) -> Cycle {
     }
 }
 
-/// How long watch's thread sleeps when no record is waiting, before it looks again. The profiler
-/// sends a record per cycle (hundreds a second); a thread blocked on the channel is woken for
-/// each (a futex wake and a context switch on both sides, most of watch's CPU on PipeWire 1.4).
-/// Asleep this long instead, it takes them in batches; a card comes at most this much later.
-const BATCH: Duration = Duration::from_millis(10);
-
 impl Source for PipeWireSource {
     fn next(&mut self, timeout: Duration) -> Option<SourceEvent> {
-        let got = match self.profiler.events().try_recv() {
-            Err(TryRecvError::Empty) => {
-                std::thread::sleep(timeout.min(BATCH));
-                self.profiler.events().try_recv().map_err(|e| match e {
-                    TryRecvError::Empty => RecvTimeoutError::Timeout,
-                    TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
-                })
-            }
-            Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
-            Ok(e) => Ok(e),
-        };
-        match got {
+        match self.profiler.events().recv_timeout(timeout) {
             Ok(Event::Cycle(r)) => Some(SourceEvent::Cycle(cycle(&r))),
             Ok(Event::Node(n)) => Some(SourceEvent::Node(NodeInfo {
                 id: n.id,
