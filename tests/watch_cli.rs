@@ -1608,3 +1608,106 @@ fn record_files_the_servers_thread_losing_sched_fifo_and_the_next_card_mentions_
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+#[ignore = "needs root: JACK2 names no late client, so record needs the kernel's wake chain (CI runs as root)"]
+fn record_keeps_a_perfetto_snapshot_per_root_cause_at_most_every_interval_and_history_writes_it() {
+    let _turn = take_turn();
+    let server = TestServer::start("xrecsnap", 256);
+    let _client = late_every_40_cycles(&server);
+    let dir = scratch("record-snapshots");
+    let db = dir.join("history.db");
+    // An xrun about every 213 ms for 8 s: within one 30 s interval (the default).
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args([
+            "record",
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--duration",
+            "8s",
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .expect("record runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let h = history_json(&db);
+    let xruns = h["xruns"].as_array().expect("xruns");
+    let with: Vec<&Value> = xruns.iter().filter(|x| x["has_snapshot"] == true).collect();
+    assert!(!with.is_empty(), "no snapshot kept: {h}");
+    // The rate limit: one per root cause within the 30 s, however many xruns it had.
+    for s in &with {
+        let root = &s["root"];
+        let kept = with.iter().filter(|x| &x["root"] == root).count();
+        assert_eq!(kept, 1, "{kept} snapshots of root {root} within 30 s");
+    }
+    let of_node = xruns.iter().filter(|x| x["root"] == "node").count();
+    assert!(
+        of_node > 20,
+        "{of_node} xruns of the late client in 8 s (one every 213 ms)"
+    );
+    // Written by history, it is a trace that parses, with the xrun's slices in it.
+    let x = with
+        .iter()
+        .find(|x| x["kind"] == "node_ran_long")
+        .unwrap_or_else(|| panic!("no snapshot of the late client's overrun: {with:?}"));
+    let id = x["id"].as_i64().expect("id").to_string();
+    let file = dir.join(format!("xrun{id}.perfetto-trace"));
+    let wrote = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["history", "--trace", &id])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .expect("history --trace runs");
+    assert!(
+        wrote.status.success(),
+        "{}",
+        String::from_utf8_lossy(&wrote.stderr)
+    );
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("written"))
+        .expect("the snapshot is a JSON trace");
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let dropouts: Vec<&Value> = events.iter().filter(|e| e["name"] == "dropout").collect();
+    assert_eq!(dropouts.len(), 1, "one xrun in its snapshot");
+    assert_eq!(
+        dropouts[0]["args"]["detail"]["kind"], x["card"]["kind"],
+        "the mark carries its card"
+    );
+    // The late node's cycle: its BUSY slice is the overrun, about 8 ms.
+    let late_tracks: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name" && e["args"]["name"] == "node late")
+        .collect();
+    assert_eq!(late_tracks.len(), 1, "the late node's track: {events:?}");
+    let tid = &late_tracks[0]["tid"];
+    let busy = events
+        .iter()
+        .find(|e| e["name"] == "busy" && &e["tid"] == tid)
+        .unwrap_or_else(|| panic!("no busy slice of the late node: {events:?}"));
+    let busy_us = busy["dur"].as_f64().expect("dur");
+    assert!(busy_us > 6000.0, "the overrun's BUSY is {busy_us} µs");
+    // Its thread, from the kernel's switches, and the kernel's CPU tracks.
+    let thread_tid = x["card"]["mapping"]["thread"]["tid"]
+        .as_i64()
+        .expect("mapped");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["name"] == "running" && e["tid"].as_i64() == Some(thread_tid)),
+        "the late client's thread runs in its snapshot"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["cat"] == "sched" && e["pid"].as_i64() == Some(1 << 30)),
+        "the kernel's events in the snapshot"
+    );
+    assert_eq!(trace["otherData"]["xrunlab_card_kind"], x["kind"]);
+}

@@ -200,3 +200,17 @@ fn history_refuses_bad_input_with_what_is_allowed() {
     );
     assert!(!missing.exists(), "history creates no file");
 }
+
+#[test]
+fn record_refuses_a_bad_snapshot_interval_with_what_is_allowed() {
+    let db = scratch("record-bad-interval").join("h.db");
+    let db = db.to_str().unwrap();
+    usage_error(
+        &["record", "--db", db, "--snapshot-every", "often"],
+        &["--snapshot-every", "30s, 5m, or 0 for never"],
+    );
+    usage_error(
+        &["record", "--db", db, "--snapshot-every", "5"],
+        &["0 for never"],
+    );
+}

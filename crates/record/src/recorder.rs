@@ -1,11 +1,11 @@
 //! The recorder's store loop: takes [`Input`]s from watch's side on a bounded channel, polls
 //! drift between them, and writes the history: one row per xrun (its card carrying the drift
-//! that precedes it), a snapshot at most once per interval per root cause, every drift event,
+//! that precedes it) with its snapshot where the rate limit let one through, every drift event,
 //! the session and its gaps; retention runs at the start and then periodically. Runs on the
 //! recorder's store thread, the history's one writer.
 
-use crate::Metrics;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use crate::{Metrics, Snapshot};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
@@ -32,9 +32,9 @@ pub struct XrunInput {
     pub summary: String,
     /// The whole card, as watch's `--json` writes it.
     pub card: serde_json::Value,
-    /// The Perfetto trace of its window, when the kernel's events were read; kept at most
-    /// once per [`RecorderConfig::snapshot_every`] per root cause.
-    pub snapshot: Option<Vec<u8>>,
+    /// The Perfetto trace of its window, when the kernel's events were read and the
+    /// [`crate::SnapshotGate`] let it through (at most one per root cause per interval).
+    pub snapshot: Snapshot,
 }
 
 /// What the recorder is told.
@@ -97,8 +97,6 @@ pub struct RecorderConfig {
     pub retention: Retention,
     /// How often retention runs after the first pass at the start.
     pub retain_every: Duration,
-    /// At most one snapshot per this interval per root cause.
-    pub snapshot_every: Duration,
     /// How often drift is polled.
     pub drift_every: Duration,
     /// Where drift reads /proc and /sys (`/` on the machine).
@@ -106,15 +104,14 @@ pub struct RecorderConfig {
 }
 
 impl RecorderConfig {
-    /// The defaults for `server`: retention as given, hourly retention passes, a snapshot per
-    /// root cause at most every 30 s (as ChromeOS's CRAS does), drift polled every second.
+    /// The defaults for `server`: retention as given, hourly retention passes, drift polled
+    /// every second.
     pub fn new(server: &str, retention: Retention) -> RecorderConfig {
         RecorderConfig {
             server: server.to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             retention,
             retain_every: Duration::from_secs(3600),
-            snapshot_every: Duration::from_secs(30),
             drift_every: Duration::from_secs(1),
             drift_root: PathBuf::from("/"),
         }
@@ -151,7 +148,6 @@ pub struct Recorder {
     monitor: DriftMonitor,
     recent: VecDeque<DriftEvent>,
     state: BTreeMap<(DriftKind, String), DriftEvent>,
-    last_snapshot: HashMap<String, Instant>,
     last_retain: Instant,
     server_up: bool,
     stats: Stats,
@@ -181,7 +177,6 @@ impl Recorder {
             session,
             recent: VecDeque::with_capacity(RECENT_DRIFT),
             state: BTreeMap::new(),
-            last_snapshot: HashMap::new(),
             last_retain: Instant::now(),
             server_up: true,
             stats: Stats::default(),
@@ -351,19 +346,13 @@ impl Recorder {
             &entry.kind,
             entry.culprit.as_deref().unwrap_or(""),
         );
-        if let Some(trace) = x.snapshot {
-            let due = self
-                .last_snapshot
-                .get(&entry.root)
-                .is_none_or(|t| t.elapsed() >= self.config.snapshot_every);
-            if due {
+        match x.snapshot {
+            Snapshot::Trace(trace) => {
                 self.history.insert_snapshot(id, &entry.root, &trace)?;
-                self.last_snapshot
-                    .insert(entry.root.clone(), Instant::now());
                 self.stats.snapshots += 1;
-            } else {
-                self.stats.snapshots_skipped += 1;
             }
+            Snapshot::RateLimited => self.stats.snapshots_skipped += 1,
+            Snapshot::None => {}
         }
         Ok(())
     }
