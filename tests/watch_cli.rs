@@ -11,6 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use xrunlab_jack_testkit::{late_client, take_turn, PipeWireBuild, TestPipeWire, TestServer};
+use xrunlab_results::bench_record::read_bench_record;
 use xrunlab_results::bench_watch::read_bench_watch;
 use xrunlab_results::watch::{parse_xrun_lines, read_watch, WatchResult};
 use xrunlab_testkit::{reap, RtHog};
@@ -974,6 +975,70 @@ fn bench_watch_writes_every_modes_figures_typed() {
         assert!(kernel.named > 0, "the culprit named: {kernel:?}");
     }
     assert_eq!(r.modes[0].cards, 0, "nothing watched, nothing reported");
+}
+
+#[test]
+fn bench_record_prints_and_writes_record_and_watch_side_by_side_in_both_phases() {
+    let _turn = take_turn();
+    let server = TestServer::start("xbenchrecord", 256);
+    let dir = scratch("bench-record");
+    let json = dir.join("bench-record.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["bench", "record", "--server", "jack", "--jack-server"])
+        .arg(server.name())
+        .args(["--duration", "4s", "--stall-every", "250ms", "--json"])
+        .arg(&json)
+        .output()
+        .expect("bench record runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The table: a row per phase and tool, in that order.
+    let table: Vec<(&str, &str)> = stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?, w.next()?))
+        })
+        .filter(|(p, t)| ["idle", "storm"].contains(p) && ["record", "watch"].contains(t))
+        .collect();
+    assert_eq!(
+        table,
+        [
+            ("idle", "record"),
+            ("idle", "watch"),
+            ("storm", "record"),
+            ("storm", "watch")
+        ],
+        "{stdout}"
+    );
+    let r = read_bench_record(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
+    assert_eq!((r.server.as_str(), r.rows.len()), ("JACK", 4));
+    for row in &r.rows {
+        // Sane, not exact: some CPU, under a core; a resident set of a few MB to tens of MB.
+        assert!(
+            row.cpu_pct > 0.0 && row.cpu_pct < 100.0 && row.span_s > 1.0,
+            "{row:?}"
+        );
+        assert!(
+            (row.cpu_s_per_hour - row.cpu_pct * 36.0).abs() < 1e-6,
+            "{row:?}"
+        );
+        assert!(
+            row.rss_peak_mb > 2.0
+                && row.rss_peak_mb < 64.0
+                && row.rss_end_mb <= row.rss_peak_mb
+                && row.hwm_mb >= row.rss_peak_mb,
+            "{row:?}"
+        );
+    }
+    // The storm's stalls (one every 250 ms over 4 s) reach both tools.
+    for storm in &r.rows[2..] {
+        assert!(storm.xruns >= 5, "{storm:?}");
+    }
 }
 
 #[test]

@@ -214,3 +214,11 @@ fn record_refuses_a_bad_snapshot_interval_with_what_is_allowed() {
         &["0 for never"],
     );
 }
+
+#[test]
+fn bench_record_refuses_a_phase_too_short_to_count() {
+    usage_error(
+        &["bench", "record", "--server", "jack", "--duration", "3s"],
+        &["--duration 3s", "4s or more"],
+    );
+}
