@@ -131,6 +131,9 @@ pub struct Stats {
     pub drift: u64,
     /// Gaps (the server went away).
     pub gaps: u64,
+    /// Transactions committed for the inputs: fewer than the xruns when a storm's cards came
+    /// together and were written as one.
+    pub commits: u64,
 }
 
 /// Passing drift events kept for the cards' words: enough for a storm of node changes in a
@@ -196,7 +199,25 @@ impl Recorder {
             let wait = next_poll.saturating_duration_since(Instant::now());
             match inputs.recv_timeout(wait) {
                 Ok(Input::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-                Ok(input) => self.handle(input)?,
+                Ok(input) => {
+                    // What came with it is written with it, in one commit, before more is taken.
+                    let mut batch = vec![input];
+                    let mut stop = false;
+                    while batch.len() < BATCH_MAX {
+                        match inputs.try_recv() {
+                            Ok(Input::Stop) => {
+                                stop = true;
+                                break;
+                            }
+                            Ok(more) => batch.push(more),
+                            Err(_) => break,
+                        }
+                    }
+                    self.handle_batch(batch)?;
+                    if stop {
+                        break;
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     self.tick()?;
                     next_poll = Instant::now() + self.config.drift_every;
@@ -222,6 +243,29 @@ impl Recorder {
     pub fn finish(self) -> Result<Stats, HistoryError> {
         self.history.end_session(self.session, now_ns())?;
         Ok(self.stats)
+    }
+
+    /// Takes inputs that arrived together, in order, in one transaction: committed (on disk)
+    /// when this returns, or on an error none of them is.
+    pub fn handle_batch(&mut self, batch: Vec<Input>) -> Result<(), HistoryError> {
+        // Counts and the followed threads go to memory only: no transaction for them.
+        let writes = |i: &Input| !matches!(i, Input::Cycles { .. } | Input::Threads(_));
+        if !batch.iter().any(writes) {
+            for input in batch {
+                self.handle(input)?;
+            }
+            return Ok(());
+        }
+        self.history.begin()?;
+        for input in batch {
+            if let Err(e) = self.handle(input) {
+                let _ = self.history.rollback();
+                return Err(e);
+            }
+        }
+        self.history.commit()?;
+        self.stats.commits += 1;
+        Ok(())
     }
 
     /// Takes one input (anything but `Stop`, which [`Recorder::run`] handles).
@@ -377,6 +421,10 @@ impl RecorderHandle {
         }
     }
 }
+
+/// The most inputs written in one transaction: a storm's burst of cards is one commit, and a
+/// flood still commits every so often.
+const BATCH_MAX: usize = 64;
 
 /// Inputs that may wait in the channel: a storm of xruns at 48 kHz / 64 is 750 a second, and
 /// the store writes each in well under a millisecond; this bounds the memory a stalled disk can

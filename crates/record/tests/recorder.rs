@@ -320,3 +320,59 @@ fn a_public_address_is_refused_without_the_flag() {
     let ok = serve_metrics("0.0.0.0:0".parse().unwrap(), true, Arc::new(Metrics::new()));
     assert!(ok.is_ok(), "allowed with the flag");
 }
+
+#[test]
+fn a_storms_cards_that_arrive_together_are_one_commit_and_all_on_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let tree = FixtureTree::new("recorder-batch");
+    let r = Recorder::new(
+        History::open_writer(&db).unwrap(),
+        Arc::new(Metrics::new()),
+        config(&tree),
+    )
+    .unwrap();
+    // Fifty cards and the counts between them, all waiting when the store loop takes the
+    // first: two batches of at most 64 inputs, instead of fifty commits.
+    let (tx, rx) = std::sync::mpsc::sync_channel(1024);
+    for n in 0..50 {
+        let node = format!("n{n}");
+        tx.send(xrun(&node, "node_ran_long", "node", &node, Snapshot::None))
+            .unwrap();
+        tx.send(Input::Cycles {
+            count: 10,
+            wake_delays_ns: vec![],
+        })
+        .unwrap();
+    }
+    tx.send(Input::Stop).unwrap();
+    let stats = r.run(rx).unwrap();
+    assert_eq!((stats.xruns, stats.commits), (50, 2), "{stats:?}");
+    let h = History::open_reader(&db).unwrap();
+    assert_eq!(h.count_xruns(&Filter::default()).unwrap(), 50);
+    // Taken one at a time, each is its own commit; counts alone are none.
+    let mut r = Recorder::new(
+        History::open_writer(&db).unwrap(),
+        Arc::new(Metrics::new()),
+        config(&tree),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        r.handle_batch(vec![xrun(
+            "x",
+            "node_ran_long",
+            "node",
+            "x",
+            Snapshot::None,
+        )])
+        .unwrap();
+    }
+    r.handle_batch(vec![Input::Cycles {
+        count: 10,
+        wake_delays_ns: vec![],
+    }])
+    .unwrap();
+    let stats = r.finish().unwrap();
+    assert_eq!((stats.xruns, stats.commits), (3, 3), "{stats:?}");
+    assert_eq!(h.count_xruns(&Filter::default()).unwrap(), 53);
+}
