@@ -44,6 +44,7 @@ pub fn dashboard(args: &DashboardArgs) -> Result<(), Failure> {
         access,
         explain: args.explain,
         explain_all: args.explain_all,
+        history: args.history.clone().or_else(xrunlab_history::default_path),
     };
     // Before the dashboard starts, so that a signal sent right after its URL is printed is caught.
     let stop = crate::signals::dashboard_stop().map_err(Failure::Runtime)?;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 use xrunlab_drift::date_time_local;
 use xrunlab_history::{
-    unix_ns, CulpritCount, Filter, History, HistoryError, Session, StoredDrift, StoredXrun,
+    CulpritCount, Filter, History, HistoryError, Session, StoredDrift, StoredXrun,
 };
 
 /// How many culprits the table lists.
@@ -30,19 +30,7 @@ impl From<HistoryError> for Failure {
 
 /// `--since`/`--until`: a span back from now, or a UTC time.
 fn parse_when(flag: &str, text: &str, now: SystemTime) -> Result<i64, Failure> {
-    if let Ok(span) = humantime::parse_duration(text) {
-        return Ok(unix_ns(
-            now.checked_sub(span).unwrap_or(SystemTime::UNIX_EPOCH),
-        ));
-    }
-    humantime::parse_rfc3339_weak(text)
-        .map(unix_ns)
-        .map_err(|_| {
-            Failure::Usage(format!(
-                "{flag} {text:?}: neither a span back from now (30m, 1h, 2d) nor a UTC time \
-                 (2026-11-25T14:00:00Z or 2026-11-25 14:00:00)"
-            ))
-        })
+    xrunlab_history::parse_when(text, now).map_err(|e| Failure::Usage(format!("{flag} {e}")))
 }
 
 fn db_path(args: &HistoryArgs) -> Result<PathBuf, Failure> {

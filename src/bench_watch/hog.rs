@@ -5,9 +5,13 @@
 
 use crate::Failure;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// The hog's sleep between spins is cut into steps of this, ns: a stop signal ends it within one.
+const STEP_NS: u64 = 50_000_000;
 
 /// The hog thread's name (its comm), by which a card names it.
 pub const HOG_COMM: &str = "xrunlab-hog";
@@ -118,7 +122,8 @@ impl Hog {
 }
 
 /// Starts a thread pinned to `cpu` at SCHED_FIFO 95 that spins `spin` every `every` (on an
-/// absolute schedule), its first spin `first` from now, for `spins` spins; an error says why
+/// absolute schedule), its first spin `first` from now, for `spins` spins or until `stop` is set
+/// (within 50 ms, a spin under way cut short); an error says why
 /// the kernel refused the priority or the CPU.
 pub fn start(
     cpu: usize,
@@ -126,6 +131,7 @@ pub fn start(
     every: Duration,
     first: Duration,
     spins: usize,
+    stop: Arc<AtomicBool>,
 ) -> Result<Hog, Failure> {
     let (ready_tx, ready) = mpsc::channel::<Result<(), String>>();
     let handle = std::thread::Builder::new()
@@ -158,6 +164,17 @@ pub fn start(
             };
             let mut next = xrunlab_engine::rt::clock::now_ns() + first.as_nanos() as u64;
             for _ in 0..spins {
+                // Asleep until the next spin in short steps, to see a stop signal soon.
+                while !stop.load(Ordering::Relaxed) {
+                    let now = xrunlab_engine::rt::clock::now_ns();
+                    if now + STEP_NS >= next {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_nanos(STEP_NS));
+                }
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
                 let ts = libc::timespec {
                     tv_sec: (next / 1_000_000_000) as libc::time_t,
                     tv_nsec: (next % 1_000_000_000) as libc::c_long,
@@ -174,7 +191,7 @@ pub fn start(
                 let start = xrunlab_engine::rt::clock::now_ns();
                 out.starts_ns.push(start);
                 let end = start + spin.as_nanos() as u64;
-                while xrunlab_engine::rt::clock::now_ns() < end {
+                while xrunlab_engine::rt::clock::now_ns() < end && !stop.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
                 next += every.as_nanos() as u64;

@@ -10,8 +10,10 @@ use crate::cli::parse::WatchServer;
 use crate::watch_source::pipewire_answers;
 use crate::Failure;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use xrunlab_results::bench_watch::{BenchWatchResult, ModeFigures, StarvedFigures, SCHEMA};
 use xrunlab_results::read::read_typed;
 use xrunlab_results::run::{self, RunFile};
@@ -19,21 +21,84 @@ use xrunlab_results::watch::XrunRecord;
 use xrunlab_results::watch::{read_xrun_lines, KernelNote};
 use xrunlab_sys::Provenance;
 
-/// CPU time of a finished child, from wait4's resource usage: seconds.
-fn wait_cpu(pid: i32) -> Result<(f64, i32), Failure> {
+/// What a stop signal (Ctrl-C, SIGTERM, SIGHUP) during a mode says.
+const STOPPED: &str = "bench watch stopped by a signal before its mode ended: that mode was not \
+                       measured; its clients, watch and the hog were stopped, and a server thread \
+                       pinned for the starved-server mode has its CPUs back";
+
+/// How often a wait looks at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// CPU time of a child once it ends, from wait4's resource usage: seconds, and its wait status.
+/// A stop signal meanwhile sends it SIGTERM (watch then writes its files and ends), waits for it
+/// and gives [`STOPPED`].
+fn wait_cpu(pid: i32, stop: &AtomicBool) -> Result<(f64, i32), Failure> {
     let mut status = 0;
     // SAFETY: a zeroed rusage is valid for the kernel to fill; `pid` is our child, not reaped.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if rc != pid {
-        return Err(Failure::Runtime(format!(
-            "waiting for watch: {}",
-            std::io::Error::last_os_error()
-        )));
+    let mut stopping = false;
+    loop {
+        let flags = if stopping { 0 } else { libc::WNOHANG };
+        // SAFETY: as above.
+        let rc = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if rc == pid {
+            break;
+        }
+        if rc != 0 {
+            return Err(Failure::Runtime(format!(
+                "waiting for watch: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        if stop.load(Ordering::Relaxed) {
+            // SAFETY: `pid` is our child, not yet reaped, so the id is still its own.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            stopping = true;
+        } else {
+            std::thread::sleep(POLL);
+        }
+    }
+    if stopping {
+        return Err(Failure::Runtime(STOPPED.into()));
     }
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok((secs(usage.ru_utime) + secs(usage.ru_stime), status))
+}
+
+/// Sleeps `d`, or less when a stop signal comes: then [`STOPPED`].
+fn sleep_or_stop(d: Duration, stop: &AtomicBool) -> Result<(), Failure> {
+    let end = Instant::now() + d;
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(Failure::Runtime(STOPPED.into()));
+        }
+        std::thread::sleep(left.min(POLL));
+    }
+    Ok(())
+}
+
+/// A mode's client processes, ended when dropped: a mode left early (an error, a stop signal)
+/// leaves none running. [`Clients::wait`] lets them end on their own first.
+struct Clients(Vec<Child>);
+
+impl Clients {
+    /// Waits for each to end by itself (their runs outlast the watch by a few seconds).
+    fn wait(mut self) {
+        for c in &mut self.0 {
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
 }
 
 /// An xrunlab JACK client (under pw-jack on PipeWire) for as long as the watch and a second on
@@ -95,6 +160,7 @@ fn one_mode(
     pipewire: bool,
     watching: bool,
     kernel: bool,
+    stop: &AtomicBool,
 ) -> Result<ModeFigures, Failure> {
     let exe = std::env::current_exe().map_err(|e| Failure::Runtime(e.to_string()))?;
     let dir = tempfile::tempdir().map_err(|e| Failure::Runtime(e.to_string()))?;
@@ -112,13 +178,15 @@ fn one_mode(
     culprit
         .args(["--stall", "12ms", "--stall-every"])
         .arg(format!("{}ms", args.stall_every.as_millis()));
-    let mut culprit = culprit
+    let mut clients = Clients(vec![culprit
         .spawn()
-        .map_err(|e| Failure::Runtime(format!("the culprit: {e}")))?;
-    let mut bystander = client("bench-bystander", &bystander_json)
-        .spawn()
-        .map_err(|e| Failure::Runtime(format!("the bystander: {e}")))?;
-    std::thread::sleep(Duration::from_secs(1));
+        .map_err(|e| Failure::Runtime(format!("the culprit: {e}")))?]);
+    clients.0.push(
+        client("bench-bystander", &bystander_json)
+            .spawn()
+            .map_err(|e| Failure::Runtime(format!("the bystander: {e}")))?,
+    );
+    sleep_or_stop(Duration::from_secs(1), stop)?;
     let mut watch = watch_command(&exe, args, pipewire, &lines, &json);
     if !kernel {
         watch.arg("--no-kernel");
@@ -127,15 +195,14 @@ fn one_mode(
         let child = watch
             .spawn()
             .map_err(|e| Failure::Runtime(format!("watch: {e}")))?;
-        wait_cpu(child.id() as i32)?
+        wait_cpu(child.id() as i32, stop)?
     } else {
         // The baseline: the culprit alone for as long, to see what watching costs the graph.
-        std::thread::sleep(args.duration);
+        sleep_or_stop(args.duration, stop)?;
         std::fs::write(&lines, "").map_err(|e| Failure::Runtime(e.to_string()))?;
         (0.0, 0)
     };
-    let _ = culprit.wait();
-    let _ = bystander.wait();
+    clients.wait();
     if status != 0 {
         return Err(Failure::Runtime(format!(
             "watch failed (wait status {status})"
@@ -207,7 +274,11 @@ fn one_mode(
 
 /// The client-runs-long modes (not watched, without and with kernel events), each printed as it
 /// ends.
-fn client_modes(args: &WatchBenchArgs, pipewire: bool) -> Result<Vec<ModeFigures>, Failure> {
+fn client_modes(
+    args: &WatchBenchArgs,
+    pipewire: bool,
+    stop: &AtomicBool,
+) -> Result<Vec<ModeFigures>, Failure> {
     println!(
         "watch on {} for {} per mode; the culprit (JACK client \"bench-culprit\") stalls 12 ms every {}",
         if pipewire { "PipeWire" } else { "JACK" },
@@ -220,7 +291,7 @@ fn client_modes(args: &WatchBenchArgs, pipewire: bool) -> Result<Vec<ModeFigures
     );
     let mut modes = Vec::new();
     for (watching, kernel) in [(false, false), (true, false), (true, true)] {
-        let f = one_mode(args, pipewire, watching, kernel)?;
+        let f = one_mode(args, pipewire, watching, kernel, stop)?;
         // Of the cards that name a node, the share that names the culprit: driver-side cards
         // (the device was late, every client in time) name none and are not counted wrong.
         let named_pct = if f.with_node == 0 {
@@ -372,7 +443,11 @@ fn blames_node(r: &XrunRecord, name: &str) -> bool {
 
 /// The starved-server mode: one calm client, the server's real-time thread pinned to the last
 /// online CPU with the hog, watch with the kernel's events.
-fn starved_mode(args: &WatchBenchArgs, pipewire: bool) -> Result<StarvedFigures, Failure> {
+fn starved_mode(
+    args: &WatchBenchArgs,
+    pipewire: bool,
+    stop: &Arc<AtomicBool>,
+) -> Result<StarvedFigures, Failure> {
     const SPIN: Duration = Duration::from_millis(15);
     const EVERY: Duration = Duration::from_millis(700);
     // The first spin once watch's tracing runs; none in its last half second.
@@ -405,20 +480,22 @@ fn starved_mode(args: &WatchBenchArgs, pipewire: bool) -> Result<StarvedFigures,
     let cpu = *xrunlab_sys::cpu_set(xrunlab_sys::default_sys_root())
         .last()
         .ok_or_else(|| Failure::Runtime("no online CPU is listed".into()))?;
-    let mut calm = client(&exe, args, pipewire, "bench-calm", &calm_json)
+    let calm = Clients(vec![client(&exe, args, pipewire, "bench-calm", &calm_json)
         .spawn()
-        .map_err(|e| Failure::Runtime(format!("the calm client: {e}")))?;
-    std::thread::sleep(Duration::from_secs(1));
+        .map_err(|e| Failure::Runtime(format!("the calm client: {e}")))?]);
+    sleep_or_stop(Duration::from_secs(1), stop)?;
+    // Dropped on every way out of here (a stop signal included), which gives the server's
+    // thread its CPUs back.
     let pinned = hog::pin(thread.tid, cpu)?;
-    let hog = hog::start(cpu, SPIN, EVERY, FIRST, spins as usize)?;
+    let hog = hog::start(cpu, SPIN, EVERY, FIRST, spins as usize, stop.clone())?;
     let watched = watch_command(&exe, args, pipewire, &lines, &json)
         .spawn()
         .map_err(|e| Failure::Runtime(format!("watch: {e}")));
-    let watched = watched.and_then(|child| wait_cpu(child.id() as i32));
+    let watched = watched.and_then(|child| wait_cpu(child.id() as i32, stop));
     let spun = hog.join();
     drop(pinned);
-    let _ = calm.wait();
     let (cpu_s, status) = watched?;
+    calm.wait();
     if status != 0 {
         return Err(Failure::Runtime(format!(
             "watch failed (wait status {status})"
@@ -475,21 +552,26 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
         WatchServer::Jack => false,
         WatchServer::Auto => pipewire_answers(),
     };
+    // Handled, not the default exit: a mode stopped early ends its clients and hog and gives a
+    // pinned server thread its CPUs back.
+    let stop = crate::signals::stop_flag().map_err(Failure::Runtime)?;
     let modes = if args.cause == BenchCause::Server {
         Vec::new()
     } else {
-        client_modes(args, pipewire)?
+        client_modes(args, pipewire, &stop)?
     };
     let (starved, starved_note) = if args.cause == BenchCause::Client {
         (None, String::new())
     } else {
-        match starved_mode(args, pipewire) {
+        match starved_mode(args, pipewire, &stop) {
             Ok(f) => {
                 print_starved(&f);
                 (Some(f), String::new())
             }
             // Asked for with the other mode: say why and keep what was measured.
-            Err(Failure::Runtime(why)) if args.cause == BenchCause::Both => {
+            Err(Failure::Runtime(why))
+                if args.cause == BenchCause::Both && !stop.load(Ordering::Relaxed) =>
+            {
                 println!("\nstarved-server mode not run: {why}");
                 (None, why)
             }

@@ -49,6 +49,11 @@ pub struct DashboardArgs<E: Args> {
     /// hrtimer expiry and idle states, shown in the saved trace (as `run --explain-all`).
     #[arg(long)]
     pub explain_all: bool,
+    /// The flight recorder's history the History view reads (read-only; `xrunlab record`
+    /// may be writing it meanwhile). Default: the recorder's own default file. A missing file
+    /// is no error: the view says how to start recording.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub engine: E,
 }

@@ -14,9 +14,20 @@ fi
 npm ci --no-audit --no-fund --loglevel=error
 npx tsc --noEmit -p tsconfig.json
 echo "tsc: the page's JS type-checks"
+by_hand=
 if [ -z "${XRUNLAB_BIN:-}" ]; then
+  by_hand=1
   (cd "$root" && cargo build --quiet --bin xrunlab)
   export XRUNLAB_BIN="$root/target/debug/xrunlab"
 fi
+# The History view's test reads a history written by the history's own writer (an example of
+# the dash crate; `cargo test --workspace` has built it already when test.sh runs this).
+fixture="$root/target/debug/examples/history_fixture"
+if [ -z "${XRUNLAB_HISTORY_FIXTURE:-}" ]; then
+  if [ -n "$by_hand" ] || [ ! -x "$fixture" ]; then
+    (cd "$root" && cargo build --quiet -p xrunlab-dash --example history_fixture)
+  fi
+  export XRUNLAB_HISTORY_FIXTURE="$fixture"
+fi
 mkdir -p artifacts
-node --test --test-concurrency=1 dashboard.test.js token.test.js explain.test.js report.test.js trace.test.js interchange.test.js
+node --test --test-concurrency=1 dashboard.test.js token.test.js explain.test.js report.test.js trace.test.js history.test.js interchange.test.js

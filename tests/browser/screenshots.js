@@ -1,15 +1,20 @@
-// The README's pictures (not a test): the dashboard, and a blame card that names a real SCHED_FIFO hog, taken from the real binary in Debian's headless chromium. Needs root (kernel tracepoints, SCHED_FIFO). Runs in node.
+// The README's pictures (not a test): the dashboard, a blame card that names a real SCHED_FIFO hog, and the History view on the fixture's history, taken from the real binary in Debian's headless chromium. Needs root (kernel tracepoints, SCHED_FIFO). Runs in node.
 // @ts-check
 //
-//   node screenshots.js [OUT_DIR]   (default docs/src/images; XRUNLAB_BIN overrides target/debug/xrunlab)
+//   node screenshots.js [OUT_DIR] [PICTURES]   (default docs/src/images and all of
+//   dashboard,blame-card,history; XRUNLAB_BIN overrides target/debug/xrunlab,
+//   XRUNLAB_HISTORY_FIXTURE target/debug/examples/history_fixture)
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openDashboard } from './harness.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const out = process.argv[2] ?? join(here, '../../docs/src/images');
+const pictures = (process.argv[3] ?? 'dashboard,blame-card,history').split(',');
 
 // The README's hog: SCHED_FIFO 90 on CPU 1, above the audio thread, spinning 20 ms.
 const HOG = `
@@ -33,8 +38,28 @@ function hog() {
 
 if (process.getuid?.() !== 0) throw new Error('needs root: kernel tracepoints and SCHED_FIFO');
 
+// The History view: the fixture's last hour, one card open.
+if (pictures.includes('history')) {
+  const fixture = process.env.XRUNLAB_HISTORY_FIXTURE ?? join(here, '../../target/debug/examples/history_fixture');
+  const dir = mkdtempSync(join(tmpdir(), 'xrunlab-shots-'));
+  const db = join(dir, 'history.db');
+  execFileSync(fixture, [db]);
+  const { page, close } = await openDashboard(['--history', db, '--sines', '300']);
+  try {
+    await page.check('[data-testid="show-history"]');
+    await page.selectOption('[data-testid="history-span"]', '1h');
+    await page.waitForSelector('#history-list tbody tr[data-id="6"]');
+    await page.click('#history-list tbody tr[data-id="6"]');
+    await page.locator('[data-testid="history-card"] [data-testid="verdict"]').waitFor();
+    await page.locator('#history-panel').screenshot({ path: join(out, 'history.png') });
+  } finally {
+    await close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 // The dashboard as it starts: the default engine, a few seconds of charts, one burst.
-{
+if (pictures.includes('dashboard')) {
   const { page, close } = await openDashboard([]);
   try {
     await page.waitForTimeout(2500);
@@ -48,6 +73,7 @@ if (process.getuid?.() !== 0) throw new Error('needs root: kernel tracepoints an
 }
 
 // A blame card: the README's hog run three times beside one audio thread pinned to CPU 1.
+if (!pictures.includes('blame-card')) process.exit(0);
 const { server, page, close } = await openDashboard(['--explain', '--cpus', '1', '--pin', '--threads', '1', '--sines', '300']);
 try {
   /** @param {string} path */
@@ -84,7 +110,7 @@ try {
   await page.mouse.click(at.x, at.y);
   await page.locator('[data-testid="verdict"]').waitFor({ timeout: 5000 });
   await page.locator('#explain-panel').screenshot({ path: join(out, 'blame-card.png') });
-  console.log(`wrote ${join(out, 'dashboard.png')} and ${join(out, 'blame-card.png')}`);
+  console.log(`wrote the pictures ${pictures.join(', ')} in ${out}`);
 } finally {
   await close();
 }

@@ -1,9 +1,11 @@
 //! The dashboard command's access flags as a user runs them: `--token` sets the token that the
 //! printed URL carries and the API needs, `--no-token` serves without one and warns; and the
-//! binary's own signal handling: SIGINT, SIGTERM and SIGHUP each stop it cleanly.
+//! binary's own signal handling: SIGINT, SIGTERM and SIGHUP each stop it cleanly; and the
+//! history the History view reads: the recorder's default file, or `--history FILE`.
 
-use crate::child::{spawn_dashboard, stop_ok};
-use std::io::{Read, Write};
+use crate::child::{piped, spawn_dashboard, stop_ok};
+use crate::{scratch, xrunlab};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::Child;
 use std::time::Duration;
@@ -100,4 +102,81 @@ fn sigterm_and_sighup_stop_the_dashboard_cleanly_saying_which() {
             "{stderr}"
         );
     }
+}
+
+/// The JSON body of `GET path` on 127.0.0.1:`port` (no token needed: started with --no-token).
+fn json_of(port: u16, path: &str) -> serde_json::Value {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let body = reply.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {reply}"))
+}
+
+/// The dashboard reads the history where the recorder writes it by default (here systemd's
+/// `STATE_DIRECTORY`, which the default follows first), `--history FILE` names another, and a
+/// missing one is said in the answer, not an error that stops the dashboard.
+#[test]
+fn the_dashboard_reads_the_recorders_default_history_or_the_one_named() {
+    let dir = scratch("dashboard-history");
+    let db = dir.join("history.db");
+    {
+        let h = xrunlab_history::History::open_writer(&db).unwrap();
+        let now = xrunlab_history::unix_ns(std::time::SystemTime::now());
+        let x = xrunlab_history::XrunEntry {
+            time_ns: now - 60_000_000_000,
+            server: "jack".into(),
+            node: Some("synth".into()),
+            kind: "node_ran_long".into(),
+            root: "node".into(),
+            culprit: None,
+            summary: "\"synth\" ran long".into(),
+            card: serde_json::json!({}),
+        };
+        h.insert_xrun(None, &x).unwrap();
+    }
+    let mut child = piped(
+        xrunlab()
+            .args([
+                "dashboard",
+                "--port",
+                "0",
+                "--sines",
+                "50",
+                "--no-rt",
+                "--no-token",
+            ])
+            .env("STATE_DIRECTORY", &dir)
+            .env_remove("XRUNLAB_TOKEN"),
+    );
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = port_of(line.trim().strip_prefix("xrunlab dashboard: ").unwrap());
+    let view = json_of(port, "/api/history?since=1h");
+    stop(child);
+    assert_eq!(view["available"], true, "{view}");
+    assert_eq!(view["db"], db.to_str().unwrap());
+    assert_eq!(view["xruns"][0]["node"], "synth");
+
+    let missing = dir.join("elsewhere.db");
+    let (child, url) = start(&["--no-token", "--history", missing.to_str().unwrap()]);
+    let view = json_of(port_of(&url), "/api/history");
+    assert_eq!(status_of(port_of(&url), "/api/status", ""), 200);
+    stop(child);
+    assert_eq!(view["available"], false, "{view}");
+    assert!(
+        view["why"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("no history at {}", missing.display())),
+        "{view}"
+    );
+    assert!(!missing.exists(), "a reader creates nothing");
 }

@@ -44,6 +44,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
     ),
     (
+        "history.js",
+        include_str!("../static/history.js"),
+        "text/javascript; charset=utf-8",
+    ),
+    (
         "types.js",
         include_str!("../static/types.js"),
         "text/javascript; charset=utf-8",

@@ -20,6 +20,7 @@ pub mod assets;
 mod auth;
 mod backoff;
 pub mod guard;
+mod history;
 mod owner;
 mod server;
 mod status;
@@ -98,6 +99,9 @@ pub struct DashOptions {
     /// Whenever explaining, also record hrtimer expiry and idle states (`--explain-all`): no
     /// card uses them, the saved trace shows them.
     pub explain_all: bool,
+    /// The flight recorder's history the History view reads (read-only); `None` when there is
+    /// none to name (the view then says how to get one).
+    pub history: Option<std::path::PathBuf>,
 }
 
 impl Default for DashOptions {
@@ -109,6 +113,7 @@ impl Default for DashOptions {
             access: Access::GeneratedToken,
             explain: false,
             explain_all: false,
+            history: None,
         }
     }
 }
@@ -356,6 +361,7 @@ pub async fn start(
         gate: Arc::new(auth::Gate::new(token.clone(), addr.port())),
         closing: closing_rx,
         websockets: Arc::new(tokio::sync::Semaphore::new(server::MAX_WEBSOCKETS)),
+        history: Arc::new(history::HistorySource::new(opts.history.clone())),
     };
     let app = server::router(state);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

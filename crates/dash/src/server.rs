@@ -6,12 +6,13 @@ use crate::api::ApiError;
 use crate::assets;
 use crate::auth::{self, Gate};
 use crate::guard::OriginPolicy;
+use crate::history::{self, HistorySource};
 use crate::owner::{Command, Shared};
 use crate::trace;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, Request, State};
+use axum::extract::{Path, Query, RawQuery, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -51,6 +52,8 @@ pub(crate) struct AppState {
     pub closing: watch::Receiver<bool>,
     /// One permit per open WebSocket ([`MAX_WEBSOCKETS`]).
     pub websockets: Arc<Semaphore>,
+    /// The flight recorder's history, read by the History view.
+    pub history: Arc<HistorySource>,
 }
 
 /// The routes, with the same-origin guard and then the token check in front of all of them.
@@ -67,6 +70,8 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/explain", get(get_explain).put(put_explain))
         .route("/api/dropouts/{epoch}/{seq}", get(get_dropout))
         .route("/api/trace", get(get_trace))
+        .route("/api/history", get(get_history))
+        .route("/api/history/xruns/{id}", get(get_history_xrun))
         .route("/ws", get(ws))
         .fallback(not_found)
         .with_state(state)
@@ -108,7 +113,7 @@ fn error_response(e: &ApiError) -> Response {
 }
 
 async fn not_found() -> Response {
-    error_response(&ApiError::failed(404, "no such page or API route (see API.md: /api/config, /api/status, /api/burst, /api/fault, /api/explain, /api/dropouts/{epoch}/{seq}, /api/trace, /ws)"))
+    error_response(&ApiError::failed(404, "no such page or API route (see API.md: /api/config, /api/status, /api/burst, /api/fault, /api/explain, /api/dropouts/{epoch}/{seq}, /api/trace, /api/history, /api/history/xruns/{id}, /ws)"))
 }
 
 async fn index() -> Response {
@@ -359,6 +364,28 @@ async fn get_trace(
     response
 }
 
+/// GET /api/history?since=…&until=…&node=…&culprit=…&kind=…&limit=…: the History view's
+/// span (see `history`).
+async fn get_history(
+    State(state): State<AppState>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+) -> Response {
+    let pairs = match query {
+        Ok(Query(pairs)) => pairs,
+        Err(e) => {
+            return error_response(&ApiError::bad_request(format!(
+                "the query string cannot be read: {e}"
+            )))
+        }
+    };
+    json_or_error(history::overview(&state.history, &pairs).await)
+}
+
+/// GET /api/history/xruns/{id}: one xrun of the history with its whole card.
+async fn get_history_xrun(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    json_or_error(history::xrun(&state.history, &id).await)
+}
+
 async fn ws(State(state): State<AppState>, upgrade: WebSocketUpgrade) -> Response {
     // Held for as long as the stream runs (dropped with the closure if the upgrade fails).
     let Ok(permit) = state.websockets.clone().try_acquire_owned() else {
@@ -495,6 +522,7 @@ mod tests {
             gate: Arc::new(Gate::new(None, port)),
             closing,
             websockets: Arc::new(Semaphore::new(MAX_WEBSOCKETS)),
+            history: Arc::new(HistorySource::new(None)),
         };
         let filler = state.commands.clone();
         tokio::spawn(async move { axum::serve(listener, router(state)).await });

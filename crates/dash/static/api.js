@@ -83,6 +83,28 @@ export function getDropout(epoch, seq) {
 }
 
 /**
+ * The flight recorder's history over a span: xruns (without cards), drift, gaps, the filters'
+ * choices; or, with no history to read, why and how to start recording.
+ * @param {{since?: string, until?: string, node?: string, culprit?: string, kind?: string, limit?: number}} q
+ * @returns {Promise<import('./types.js').HistoryAnswer>}
+ */
+export function getHistory(q) {
+  const params = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') params.set(k, String(v));
+  const query = params.toString();
+  return call(`/api/history${query ? `?${query}` : ''}`);
+}
+
+/**
+ * One xrun of the history with its whole card.
+ * @param {number} id
+ * @returns {Promise<import('./types.js').HistoryXrun>}
+ */
+export function getHistoryXrun(id) {
+  return call(`/api/history/xruns/${encodeURIComponent(String(id))}`);
+}
+
+/**
  * The last `seconds` (1..=60) as a Perfetto trace, for download.
  * @param {number} seconds
  * @returns {Promise<import('./types.js').TraceDownload>}

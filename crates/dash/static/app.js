@@ -6,6 +6,7 @@ import { BufferStore, SampleStore } from './series.js';
 import { CoresChart, EnergyChart, LoadChart, WakeChart, WorkChart, threadColor } from './charts.js';
 import { Controls, el, summarize } from './controls.js';
 import { Explain } from './explain.js';
+import { History } from './history.js';
 
 /** @typedef {import('./types.js').Frame} Frame */
 /** @typedef {import('./types.js').Status} Status */
@@ -84,6 +85,7 @@ function say(text, bad) {
 
 const controls = new Controls(byId('controls'), say, () => void refreshStatus());
 const explain = new Explain(/** @type {LoadChart} */ (charts.load), say);
+const history = new History(say);
 
 // ---- telemetry ----
 
@@ -412,7 +414,7 @@ function showFreqs(khz) {
 }
 
 // Tests and curious users read the page's own numbers here.
-Object.assign(window, { xrunlab: { store, power, charts, state, explain } });
+Object.assign(window, { xrunlab: { store, power, charts, state, explain, history } });
 
 await refreshStatus();
 resizeAll();

@@ -20,18 +20,23 @@ const CARD_RETRY_MS = 150;
 const CARD_RETRIES = 12;
 
 /** @param {number} us */
-function ms(us) {
+export function ms(us) {
   return `${(us / 1000).toFixed(2)} ms`;
 }
 
-/** @param {{kind: string, name: string, pid: number|null, irq: number|null, policy: string, earlier_names: string[], processes?: number}} c */
-function who(c) {
+/**
+ * A culprit in a few words: a live blame card's, or a recorded watch card's (which has no irq
+ * number nor earlier names).
+ * @param {{kind: string, name: string, pid: number|null, irq?: number|null, policy: string, earlier_names?: string[], processes?: number}} c
+ */
+export function who(c) {
+  const earlier = c.earlier_names ?? [];
   if (c.kind === 'task' && (c.processes ?? 1) > 1) {
-    return `${c.name}: ${c.processes} processes (${c.earlier_names.join(', ')}), ${c.policy}`;
+    return `${c.name}: ${c.processes} processes (${earlier.join(', ')}), ${c.policy}`;
   }
-  const was = c.earlier_names.length ? ` (was ${c.earlier_names.join(', ')})` : '';
+  const was = earlier.length ? ` (was ${earlier.join(', ')})` : '';
   if (c.kind === 'task') return `${c.name}${was} (pid ${c.pid ?? '?'}, ${c.policy})`;
-  if (c.kind === 'irq') return `irq ${c.irq ?? ''} ${c.name}`;
+  if (c.kind === 'irq') return `irq ${c.irq ?? ''} ${c.name}`.replace('irq  ', 'irq ');
   if (c.kind === 'softirq') return `softirq ${c.name}`;
   return c.name;
 }

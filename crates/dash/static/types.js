@@ -398,4 +398,100 @@
  * @property {string} [allowed]
  */
 
+/**
+ * One xrun of the flight recorder's history, without its card (GET /api/history).
+ * @typedef {object} HistoryXrunHead
+ * @property {number} id
+ * @property {number} time_ns when its cycle started, ns since the Unix epoch
+ * @property {string} server
+ * @property {string|null} node the late node
+ * @property {string} kind the card's kind (node_ran_long, driver_woke_late…)
+ * @property {string} root
+ * @property {string|null} culprit
+ * @property {string} summary the card in one line
+ * @property {boolean} has_snapshot
+ */
+
+/**
+ * A drift event: something changed on the machine.
+ * @typedef {object} HistoryDrift
+ * @property {number} id
+ * @property {number|null} session
+ * @property {number} time_ns
+ * @property {string} kind
+ * @property {string} subject
+ * @property {string} before
+ * @property {string} after
+ * @property {string} words
+ */
+
+/**
+ * A time the recorder saw no server.
+ * @typedef {object} HistoryGap
+ * @property {string} server
+ * @property {number} from_ns
+ * @property {number|null} to_ns null while it is away
+ * @property {string} reason
+ */
+
+/**
+ * @typedef {object} HistoryFacet
+ * @property {string} value
+ * @property {number} xruns
+ */
+
+/**
+ * @typedef {object} HistoryFacets
+ * @property {HistoryFacet[]} nodes
+ * @property {HistoryFacet[]} culprits
+ * @property {HistoryFacet[]} kinds
+ */
+
+/**
+ * GET /api/history with a history to read.
+ * @typedef {object} HistoryView
+ * @property {boolean} available true
+ * @property {string} db
+ * @property {number|null} since_ns
+ * @property {number|null} until_ns
+ * @property {number} now_ns
+ * @property {number} limit
+ * @property {number} matching every xrun that matches; `xruns` are the latest `limit`
+ * @property {boolean} truncated
+ * @property {HistoryXrunHead[]} xruns
+ * @property {number} drift_matching
+ * @property {boolean} drift_truncated
+ * @property {HistoryDrift[]} drift
+ * @property {HistoryGap[]} gaps
+ * @property {HistoryFacets} facets
+ */
+
+/**
+ * GET /api/history with no history to read.
+ * @typedef {object} HistoryMissing
+ * @property {boolean} available false
+ * @property {string|null} db
+ * @property {string} why
+ * @property {string} how how to start recording
+ */
+
+/** @typedef {HistoryView | HistoryMissing} HistoryAnswer */
+
+/**
+ * GET /api/history/xruns/{id}: one xrun with its whole card (watch's card, with
+ * `drift_before`).
+ * @typedef {object} HistoryXrun
+ * @property {number} id
+ * @property {number|null} session
+ * @property {boolean} has_snapshot
+ * @property {number} time_ns
+ * @property {string} server
+ * @property {string|null} node
+ * @property {string} kind
+ * @property {string} root
+ * @property {string|null} culprit
+ * @property {string} summary
+ * @property {any} card
+ */
+
 export {};

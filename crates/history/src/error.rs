@@ -32,6 +32,22 @@ pub enum HistoryError {
         /// The newest version this build knows.
         known: i64,
     },
+    /// The file has an older schema (or is still being created) and the reader may not
+    /// upgrade it: a read-only reader never writes.
+    #[error(
+        "{} has history schema version {found}, older than this xrunlab's {known}: \
+         `xrunlab history --db {}` or the recorder upgrades it",
+        .path.display(),
+        .path.display()
+    )]
+    Outdated {
+        /// The database.
+        path: PathBuf,
+        /// Its `user_version`.
+        found: i64,
+        /// The version this build reads.
+        known: i64,
+    },
     /// There is no history file to read.
     #[error("no history at {}: nothing has been recorded there yet (xrunlab record writes it)", .0.display())]
     Missing(PathBuf),

@@ -19,13 +19,16 @@ mod rows;
 pub mod schema;
 mod size;
 mod store;
+mod when;
 
 pub use error::HistoryError;
 pub use paths::default_path;
 pub use query::Filter;
 pub use retain::{Retention, Trimmed};
 pub use rows::{
-    unix_ns, CulpritCount, DriftEntry, Gap, Session, StoredDrift, StoredXrun, XrunCount, XrunEntry,
+    unix_ns, CulpritCount, DriftEntry, Facet, Facets, Gap, Session, StoredDrift, StoredXrun,
+    XrunCount, XrunEntry, XrunHead,
 };
 pub use size::parse_size;
 pub use store::History;
+pub use when::{parse_when, WhenError};

@@ -131,3 +131,46 @@ pub struct CulpritCount {
     /// Its xruns.
     pub xruns: u64,
 }
+
+/// An xrun read back without its card: what a list or a timeline shows of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XrunHead {
+    /// Its row id.
+    pub id: i64,
+    /// When its cycle started, ns since the Unix epoch.
+    pub time_ns: i64,
+    /// `pipewire` or `jack`.
+    pub server: String,
+    /// The late node, when one was.
+    pub node: Option<String>,
+    /// The card's kind.
+    pub kind: String,
+    /// The root cause in a few words.
+    pub root: String,
+    /// Who the card names as the culprit, when it names one.
+    pub culprit: Option<String>,
+    /// The card in one line.
+    pub summary: String,
+    /// Whether a Perfetto snapshot of its window is on file.
+    pub has_snapshot: bool,
+}
+
+/// One value of a column (a node, a culprit, a card kind) and how many xruns have it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Facet {
+    /// The value.
+    pub value: String,
+    /// Its xruns.
+    pub xruns: u64,
+}
+
+/// The values xruns in a span have, to choose filters from: most xruns first.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Facets {
+    /// Late nodes.
+    pub nodes: Vec<Facet>,
+    /// Culprits.
+    pub culprits: Vec<Facet>,
+    /// Card kinds.
+    pub kinds: Vec<Facet>,
+}

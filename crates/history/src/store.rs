@@ -56,6 +56,48 @@ impl History {
         Ok(history)
     }
 
+    /// Opens an existing history strictly read-only (SQLite's read-only mode), beside a
+    /// recorder that may be writing it: WAL lets a reader see every committed row while the
+    /// writer goes on. Nothing is written, not even a migration, so a file of an older schema
+    /// is refused ([`HistoryError::Outdated`]); the dashboard reads the history this way.
+    pub fn open_read_only(path: &Path) -> Result<History, HistoryError> {
+        if !path.exists() {
+            return Err(HistoryError::Missing(path.to_path_buf()));
+        }
+        let sql = |source| HistoryError::Sql {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(sql)?;
+        // A reader waits out the writer's checkpoints instead of failing at once.
+        conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
+        let history = History {
+            conn,
+            path: path.to_path_buf(),
+            _lock: None,
+        };
+        let found = history.schema_version()?;
+        if found > schema::VERSION {
+            return Err(HistoryError::TooNew {
+                path: history.path.clone(),
+                found,
+                known: schema::VERSION,
+            });
+        }
+        if found < schema::VERSION {
+            return Err(HistoryError::Outdated {
+                path: history.path.clone(),
+                found,
+                known: schema::VERSION,
+            });
+        }
+        Ok(history)
+    }
+
     /// Opens `path` and brings it to schema version `target` only: the migration tests make
     /// files of every earlier version with it.
     pub fn open_at_version(path: &Path, target: i64) -> Result<History, HistoryError> {

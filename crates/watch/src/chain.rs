@@ -101,9 +101,11 @@ fn excess(span: Option<u64>, median: Option<u64>) -> u64 {
 /// The step of node `n`: the largest excess of its signal's offset, its WAIT and its BUSY wins,
 /// and a late signal sends the path upstream. A signal stamped a whole period after the cycle's
 /// start is the next cycle's (PipeWire records a node still busy from one cycle so) and says
-/// nothing of a late signal. A node that had not started (or finished) by the end counts its
+/// nothing of a late signal, unless a node upstream finished around it. A node that had not started (or finished) by the end counts its
 /// span up to its own end: the cycle's end, or its signal plus a period when that is later.
-fn node_step(n: &NodeTiming, start: u64, end_ns: u64, period_ns: u64, m: Medians) -> Step {
+fn node_step(c: &Cycle, n: &NodeTiming, end_ns: u64, m: Medians) -> Step {
+    let (start, period_ns) = (c.driver.signal_ns, c.period_ns());
+    let signalled_by_node = signaller(c, n, &[n.id]).is_some();
     let own_end = end_ns.max(n.signal_ns.saturating_add(period_ns));
     let offset = (n.signal_ns > 0).then(|| n.signal_ns.saturating_sub(start));
     let wait = if n.awake_ns > 0 {
@@ -118,10 +120,11 @@ fn node_step(n: &NodeTiming, start: u64, end_ns: u64, period_ns: u64, m: Medians
         None
     };
     let (wait_x, busy_x) = (excess(wait, m.wait_ns), excess(busy, m.busy_ns));
-    // A signal a whole period after the cycle's start (±10 %) is the next cycle's stamp on a
-    // node still busy from this one (PipeWire 1.x records it so): it says nothing of a late
-    // signal.
-    let next_cycles = offset.is_some_and(|o| o.abs_diff(period_ns) <= period_ns / 10);
+    // A signal a whole period after the cycle's start (±10 %) that the driver gave is the next
+    // cycle's stamp on a node still busy from this one (PipeWire 1.x records it so): it says
+    // nothing of a late signal. One that a node upstream gave as it finished is late.
+    let next_cycles =
+        offset.is_some_and(|o| o.abs_diff(period_ns) <= period_ns / 10) && !signalled_by_node;
     let offset_x = if next_cycles {
         0
     } else {
@@ -207,9 +210,7 @@ pub fn root_path(
     medians: &dyn Fn(u32) -> Medians,
     driver_busy: Option<u64>,
 ) -> Vec<Step> {
-    let start = c.driver.signal_ns;
-    let period = c.period_ns();
-    let mut path = vec![node_step(late, start, end_ns, period, medians(late.id))];
+    let mut path = vec![node_step(c, late, end_ns, medians(late.id))];
     let mut current = late;
     // A cycle holds each node once, so the path ends within the followers' count.
     for _ in 0..=c.followers.len() {
@@ -220,7 +221,7 @@ pub fn root_path(
         let visited: Vec<u32> = path.iter().map(|s| s.id).collect();
         match signaller(c, current, &visited) {
             Some(up) => {
-                path.push(node_step(up, start, end_ns, period, medians(up.id)));
+                path.push(node_step(c, up, end_ns, medians(up.id)));
                 current = up;
             }
             None => {
