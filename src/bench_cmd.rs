@@ -76,6 +76,7 @@ pub fn bench(args: &BenchArgs) -> Result<(), Failure> {
         Some(BenchMode::Soak(soak)) => return crate::bench_soak::soak(soak),
         Some(BenchMode::Explain(a)) => return crate::bench_explain::explain(a),
         Some(BenchMode::Watch(a)) => return crate::bench_watch::bench(a),
+        Some(BenchMode::Record(a)) => return crate::bench_record::bench(a),
         Some(BenchMode::Compare(a)) => return crate::bench_compare::bench(a),
         None => {}
     }

@@ -125,7 +125,8 @@ fn write_trace(db: &Path, id: &str, out: &Path) -> Result<(), Failure> {
     let Some(trace) = h.snapshot(id)? else {
         return Err(Failure::Usage(format!(
             "--trace {id}: xrun {id} has no stored trace (the recorder keeps one per root cause \
-             at most every 30 s, and only with kernel events; `history` marks those with one)"
+             per --snapshot-every, 30 s by default, and only with kernel events; `history` \
+             marks those with one)"
         )));
     };
     write_atomically(out, &trace)?;

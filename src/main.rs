@@ -5,6 +5,7 @@ mod ab_cmd;
 mod bench_cmd;
 mod bench_compare;
 mod bench_explain;
+mod bench_record;
 mod bench_soak;
 mod bench_watch;
 mod cli;

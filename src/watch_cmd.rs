@@ -77,10 +77,7 @@ impl Output {
                     pid: KERNEL_PID,
                     tid: 0,
                 });
-            t.dropout(track, c.xrun.deadline_ns, &verdict, json!(c));
-            if let Some(w) = window {
-                t.kernel_events(&w.events, cpus);
-            }
+            xrunlab_watch::snapshot::write_card(t, c, &verdict, track, window, cpus);
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use xrunlab_jack_testkit::{late_client, take_turn, PipeWireBuild, TestPipeWire, TestServer};
+use xrunlab_results::bench_record::read_bench_record;
 use xrunlab_results::bench_watch::read_bench_watch;
 use xrunlab_results::watch::{parse_xrun_lines, read_watch, WatchResult};
 use xrunlab_testkit::{reap, RtHog};
@@ -1060,6 +1061,70 @@ fn sigterm_during_bench_watchs_starved_mode_gives_the_servers_thread_its_cpus_ba
 }
 
 #[test]
+fn bench_record_prints_and_writes_record_and_watch_side_by_side_in_both_phases() {
+    let _turn = take_turn();
+    let server = TestServer::start("xbenchrecord", 256);
+    let dir = scratch("bench-record");
+    let json = dir.join("bench-record.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["bench", "record", "--server", "jack", "--jack-server"])
+        .arg(server.name())
+        .args(["--duration", "4s", "--stall-every", "250ms", "--json"])
+        .arg(&json)
+        .output()
+        .expect("bench record runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The table: a row per phase and tool, in that order.
+    let table: Vec<(&str, &str)> = stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?, w.next()?))
+        })
+        .filter(|(p, t)| ["idle", "storm"].contains(p) && ["record", "watch"].contains(t))
+        .collect();
+    assert_eq!(
+        table,
+        [
+            ("idle", "record"),
+            ("idle", "watch"),
+            ("storm", "record"),
+            ("storm", "watch")
+        ],
+        "{stdout}"
+    );
+    let r = read_bench_record(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
+    assert_eq!((r.server.as_str(), r.rows.len()), ("JACK", 4));
+    for row in &r.rows {
+        // Sane, not exact: some CPU, under a core; a resident set of a few MB to tens of MB.
+        assert!(
+            row.cpu_pct > 0.0 && row.cpu_pct < 100.0 && row.span_s > 1.0,
+            "{row:?}"
+        );
+        assert!(
+            (row.cpu_s_per_hour - row.cpu_pct * 36.0).abs() < 1e-6,
+            "{row:?}"
+        );
+        assert!(
+            row.rss_peak_mb > 2.0
+                && row.rss_peak_mb < 64.0
+                && row.rss_end_mb <= row.rss_peak_mb
+                && row.hwm_mb >= row.rss_peak_mb,
+            "{row:?}"
+        );
+    }
+    // The storm's stalls (one every 250 ms over 4 s) reach both tools.
+    for storm in &r.rows[2..] {
+        assert!(storm.xruns >= 5, "{storm:?}");
+    }
+}
+
+#[test]
 #[ignore = "needs root (SCHED_FIFO 95 hog, the server's thread pinned, kernel events); test.sh runs it as root"]
 fn bench_watch_starved_server_mode_finds_every_spin_and_names_the_hog_as_the_root() {
     let _turn = take_turn();
@@ -1689,5 +1754,168 @@ fn record_files_the_servers_thread_losing_sched_fifo_and_the_next_card_mentions_
             .iter()
             .map(|x| &x["card"]["drift_before"])
             .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+#[ignore = "needs root: JACK2 names no late client, so record needs the kernel's wake chain (CI runs as root)"]
+fn record_keeps_a_perfetto_snapshot_per_root_cause_at_most_every_interval_and_history_writes_it() {
+    let _turn = take_turn();
+    let server = TestServer::start("xrecsnap", 256);
+    let _client = late_every_40_cycles(&server);
+    let dir = scratch("record-snapshots");
+    let db = dir.join("history.db");
+    // An xrun about every 213 ms for 8 s: within one 30 s interval (the default).
+    let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args([
+            "record",
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--duration",
+            "8s",
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .expect("record runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let h = history_json(&db);
+    let xruns = h["xruns"].as_array().expect("xruns");
+    let with: Vec<&Value> = xruns.iter().filter(|x| x["has_snapshot"] == true).collect();
+    assert!(!with.is_empty(), "no snapshot kept: {h}");
+    // The rate limit: one per root cause within the 30 s, however many xruns it had.
+    for s in &with {
+        let root = &s["root"];
+        let kept = with.iter().filter(|x| &x["root"] == root).count();
+        assert_eq!(kept, 1, "{kept} snapshots of root {root} within 30 s");
+    }
+    let of_node = xruns.iter().filter(|x| x["root"] == "node").count();
+    assert!(
+        of_node > 20,
+        "{of_node} xruns of the late client in 8 s (one every 213 ms)"
+    );
+    // Written by history, it is a trace that parses, with the xrun's slices in it.
+    // The late client's first xrun (it ran long, or on a loaded machine woke late).
+    let x = with
+        .iter()
+        .find(|x| x["root"] == "node" && x["node"] == "late")
+        .unwrap_or_else(|| panic!("no snapshot of the late client's xrun: {with:?}"));
+    let id = x["id"].as_i64().expect("id").to_string();
+    let file = dir.join(format!("xrun{id}.perfetto-trace"));
+    let wrote = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["history", "--trace", &id])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .expect("history --trace runs");
+    assert!(
+        wrote.status.success(),
+        "{}",
+        String::from_utf8_lossy(&wrote.stderr)
+    );
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("written"))
+        .expect("the snapshot is a JSON trace");
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    let dropouts: Vec<&Value> = events.iter().filter(|e| e["name"] == "dropout").collect();
+    assert_eq!(dropouts.len(), 1, "one xrun in its snapshot");
+    assert_eq!(
+        dropouts[0]["args"]["detail"]["kind"], x["card"]["kind"],
+        "the mark carries its card"
+    );
+    // The late node's cycle: its WAIT and BUSY slices, which together outlast the period (it
+    // finished past its deadline).
+    let late_tracks: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name" && e["args"]["name"] == "node late")
+        .collect();
+    assert_eq!(late_tracks.len(), 1, "the late node's track: {events:?}");
+    let tid = &late_tracks[0]["tid"];
+    let late_us: f64 = events
+        .iter()
+        .filter(|e| (e["name"] == "busy" || e["name"] == "wait") && &e["tid"] == tid)
+        .filter_map(|e| e["dur"].as_f64())
+        .sum();
+    assert!(
+        late_us > PERIOD_NS as f64 / 1000.0,
+        "the late node's WAIT and BUSY are {late_us} µs: {events:?}"
+    );
+    // Its thread, from the kernel's switches, and the kernel's CPU tracks.
+    let thread_tid = x["card"]["mapping"]["thread"]["tid"]
+        .as_i64()
+        .expect("mapped");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["name"] == "running" && e["tid"].as_i64() == Some(thread_tid)),
+        "the late client's thread runs in its snapshot"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["cat"] == "sched" && e["pid"].as_i64() == Some(1 << 30)),
+        "the kernel's events in the snapshot"
+    );
+    assert_eq!(trace["otherData"]["xrunlab_card_kind"], x["kind"]);
+}
+
+/// A `/proc/PID/status` field, kB.
+fn status_kb(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+#[ignore = "needs root: record reads JACK2's wake chain from the kernel's events (CI runs as root)"]
+fn record_on_jack2_stays_under_32_mb_resident_through_an_xrun_storm() {
+    let _turn = take_turn();
+    let server = TestServer::start("xrecmem", 256);
+    let _client = late_every_40_cycles(&server);
+    let dir = scratch("record-memory");
+    let mut recorder = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+            .args([
+                "record",
+                "--server",
+                "jack",
+                "--jack-server",
+                server.name(),
+                "--duration",
+                "7s",
+                "--db",
+            ])
+            .arg(dir.join("history.db"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("record starts"),
+    );
+    let pid = recorder.0.id();
+    // From when the client is open (libjack locks the server's ~100 MB graph segment into every
+    // client it opens, for a moment) until the end: an xrun every 213 ms meanwhile.
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut rss = Vec::new();
+    while let Some(kb) = status_kb(pid, "VmRSS") {
+        rss.push(kb);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let status = recorder.0.wait().expect("record ends");
+    assert!(status.success(), "record: {status}");
+    assert!(rss.len() >= 10, "sampled {} times", rss.len());
+    let peak = rss.iter().max().copied().unwrap_or(0);
+    assert!(
+        peak < 32 * 1024,
+        "record's resident set reached {peak} kB (samples {rss:?})"
     );
 }

@@ -1,5 +1,5 @@
-//! `bench`'s arguments (its table, `bench soak`, `bench explain`, `bench watch`); parsed on the
-//! main thread.
+//! `bench`'s arguments (its table, `bench soak`, `bench explain`, `bench watch`, `bench record`);
+//! parsed on the main thread.
 
 use super::parse::{parse_duration, ExplainCostFlags, WatchServer};
 use clap::{Args, Subcommand};
@@ -35,6 +35,11 @@ pub enum BenchMode<E: Args> {
     /// report each stall and name that client; prints its CPU, the reported share, the share
     /// named correctly, the delay from xrun to card, and lost kernel events.
     Watch(WatchBenchArgs),
+    /// What `record` costs against `watch`, side by side on the same running server: both run
+    /// at once through an idle phase (a calm xrunlab JACK client) and an xrun storm (the client
+    /// stalls on purpose); prints each one's CPU (% of one core, CPU-seconds per hour), its
+    /// resident memory and the xruns it saw.
+    Record(RecordBenchArgs),
     /// How often `ab --rounds auto` is wrong, measured where the truth is known: A/Bs of
     /// identical sides (any verdict is false) and of side B with more sines (the shift must be
     /// found worse); prints both rates with their exact 95 % intervals.
@@ -103,6 +108,29 @@ pub struct WatchBenchArgs {
     #[arg(long, value_enum, default_value = "both")]
     pub cause: BenchCause,
     /// Write every mode's figures and provenance as JSON too.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordBenchArgs {
+    /// The server to measure on (it must be running; auto: PipeWire when its socket answers).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub server: WatchServer,
+    /// The JACK server's name.
+    #[arg(long, value_name = "NAME")]
+    pub jack_server: Option<String>,
+    /// How long each phase (idle, then the storm) runs, 4s or more; the first 2 s of each are
+    /// the tools' start-up and are not counted.
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// How often the storm's client stalls 12 ms (each stall is one induced xrun).
+    #[arg(long, value_name = "DUR", default_value = "250ms", value_parser = parse_duration)]
+    pub stall_every: Duration,
+    /// Both tools without the kernel's events (`--no-kernel`).
+    #[arg(long)]
+    pub no_kernel: bool,
+    /// Write both phases' rows and provenance as JSON too.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }

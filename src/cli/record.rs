@@ -33,6 +33,10 @@ pub struct RecordArgs {
     /// Do not record kernel events: cards from the server's timing alone.
     #[arg(long)]
     pub no_kernel: bool,
+    /// Keep a Perfetto snapshot of an xrun's window at most this often per root cause
+    /// (e.g. 30s, 5m); 0 keeps none. Every xrun gets its card whatever this is.
+    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = parse_interval)]
+    pub snapshot_every: Duration,
     /// Stop after this long; otherwise until Ctrl-C, SIGTERM or SIGHUP.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -40,4 +44,13 @@ pub struct RecordArgs {
 
 fn parse_size(text: &str) -> Result<u64, String> {
     xrunlab_history::parse_size(text)
+}
+
+/// A duration, or 0 for never.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    match text.trim() {
+        "0" => Ok(Duration::ZERO),
+        t => humantime::parse_duration(t)
+            .map_err(|e| format!("{e} (write e.g. 30s, 5m, or 0 for never)")),
+    }
 }

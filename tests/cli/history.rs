@@ -200,3 +200,25 @@ fn history_refuses_bad_input_with_what_is_allowed() {
     );
     assert!(!missing.exists(), "history creates no file");
 }
+
+#[test]
+fn record_refuses_a_bad_snapshot_interval_with_what_is_allowed() {
+    let db = scratch("record-bad-interval").join("h.db");
+    let db = db.to_str().unwrap();
+    usage_error(
+        &["record", "--db", db, "--snapshot-every", "often"],
+        &["--snapshot-every", "30s, 5m, or 0 for never"],
+    );
+    usage_error(
+        &["record", "--db", db, "--snapshot-every", "5"],
+        &["0 for never"],
+    );
+}
+
+#[test]
+fn bench_record_refuses_a_phase_too_short_to_count() {
+    usage_error(
+        &["bench", "record", "--server", "jack", "--duration", "3s"],
+        &["--duration 3s", "4s or more"],
+    );
+}

@@ -236,6 +236,26 @@ impl History {
         Ok(())
     }
 
+    /// Starts a transaction that the writes after it join until [`History::commit`]: a storm's
+    /// cards that arrive together are then one commit (one fsync) instead of one each. Taken
+    /// `IMMEDIATE`, so the write lock is held from here and the commit cannot be refused.
+    pub fn begin(&self) -> Result<(), HistoryError> {
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| self.sql(e))
+    }
+
+    /// Commits the transaction [`History::begin`] started: on disk when this returns
+    /// (`synchronous=FULL`).
+    pub fn commit(&self) -> Result<(), HistoryError> {
+        self.conn.execute_batch("COMMIT").map_err(|e| self.sql(e))
+    }
+
+    /// Drops the writes since [`History::begin`] (after a failed one).
+    pub fn rollback(&self) -> Result<(), HistoryError> {
+        self.conn.execute_batch("ROLLBACK").map_err(|e| self.sql(e))
+    }
+
     /// Writes one xrun (in session `session`); returns its id.
     pub fn insert_xrun(&self, session: Option<i64>, x: &XrunEntry) -> Result<i64, HistoryError> {
         self.conn

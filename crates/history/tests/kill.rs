@@ -8,9 +8,10 @@ use xrunlab_history::{Filter, History};
 
 /// Starts a writer on `db`, lets it report `commits` commits, and kills it with SIGKILL; returns
 /// the last id it reported committed.
-fn write_then_kill(db: &std::path::Path, commits: usize) -> i64 {
+fn write_then_kill(db: &std::path::Path, commits: usize, batch: usize) -> i64 {
     let mut child = Command::new(env!("CARGO_BIN_EXE_xrunlab-history-writer"))
         .arg(db)
+        .arg(batch.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -42,12 +43,22 @@ fn write_then_kill(db: &std::path::Path, commits: usize) -> i64 {
 
 #[test]
 fn a_writer_killed_mid_insert_leaves_an_intact_file_with_every_committed_xrun() {
+    killed_mid_insert(1);
+}
+
+#[test]
+fn a_writer_killed_mid_batch_leaves_an_intact_file_with_every_committed_batch() {
+    // Seven xruns a transaction, as the recorder commits a storm's cards that came together.
+    killed_mid_insert(7);
+}
+
+fn killed_mid_insert(batch: usize) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("history.db");
     let mut committed_before = 0;
     // Several kill points, so that some land inside a snapshot's write and some between rows.
     for (round, commits) in [37, 113, 5, 250, 61].into_iter().enumerate() {
-        let last = write_then_kill(&db, commits);
+        let last = write_then_kill(&db, commits, batch);
         let history = History::open_writer(&db)
             .unwrap_or_else(|e| panic!("round {round}: reopening after kill -9: {e}"));
         assert_eq!(history.integrity_check().unwrap(), "ok", "round {round}");
@@ -69,6 +80,8 @@ fn a_writer_killed_mid_insert_leaves_an_intact_file_with_every_committed_xrun() 
             .query_row("SELECT MAX(id) FROM xruns", [], |r| r.get(0))
             .unwrap();
         assert_eq!(max_id, count, "round {round}: ids have no holes");
+        // A transaction is all or nothing: only whole batches are on file.
+        assert_eq!(count % batch as i64, 0, "round {round}: {count} xruns");
         // Every snapshot that is on file reads back whole.
         let snap = history.snapshot(1).unwrap().expect("xrun 1 has a snapshot");
         assert_eq!(snap.len(), 64 * 1024);

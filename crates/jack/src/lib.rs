@@ -20,6 +20,7 @@ mod notify;
 mod open;
 mod process;
 pub mod procs;
+mod shm;
 mod watch;
 pub mod watch_source;
 mod watchdog;

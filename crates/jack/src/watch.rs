@@ -170,6 +170,9 @@ impl JackWatch {
                 format!("the JACK {label} did not activate the watch client (error {rc})"),
             ));
         }
+        // This client never runs in a cycle: the server's segments libjack locked for one
+        // need not stay resident here.
+        crate::shm::release_segments();
         let client = Arc::new(client);
         let closing = Arc::new(AtomicBool::new(false));
         let clock = Clock {
@@ -195,6 +198,9 @@ impl JackWatch {
     /// The clients that own ports, by name (this watching client has none, so it is not listed).
     pub fn clients(&self) -> Vec<String> {
         let ports = self.client.ports(None, None, PortFlags::empty());
+        // Listing the ports reads every port slot of the server's graph segment, and the
+        // kernel maps the pages around each read in too: given back at once, as at the open.
+        crate::shm::release_segments();
         let names: BTreeSet<String> = ports
             .iter()
             .filter_map(|p| p.split_once(':').map(|(c, _)| c.to_owned()))

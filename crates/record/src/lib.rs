@@ -13,6 +13,7 @@ mod exposition;
 mod metrics;
 mod recorder;
 mod serve;
+mod snapshot_gate;
 
 pub use exposition::escape_label_value;
 pub use metrics::{Metrics, MAX_XRUN_SERIES, WAKE_DELAY_BUCKETS};
@@ -20,3 +21,4 @@ pub use recorder::{
     spawn, Input, Recorder, RecorderConfig, RecorderHandle, Stats, XrunInput, INPUT_CAPACITY,
 };
 pub use serve::{serve_metrics, MetricsError, MetricsServer};
+pub use snapshot_gate::{Snapshot, SnapshotGate};

@@ -1,11 +1,11 @@
 //! The recorder's store loop: takes [`Input`]s from watch's side on a bounded channel, polls
 //! drift between them, and writes the history: one row per xrun (its card carrying the drift
-//! that precedes it), a snapshot at most once per interval per root cause, every drift event,
+//! that precedes it) with its snapshot where the rate limit let one through, every drift event,
 //! the session and its gaps; retention runs at the start and then periodically. Runs on the
 //! recorder's store thread, the history's one writer.
 
-use crate::Metrics;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use crate::{Metrics, Snapshot};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
@@ -32,9 +32,9 @@ pub struct XrunInput {
     pub summary: String,
     /// The whole card, as watch's `--json` writes it.
     pub card: serde_json::Value,
-    /// The Perfetto trace of its window, when the kernel's events were read; kept at most
-    /// once per [`RecorderConfig::snapshot_every`] per root cause.
-    pub snapshot: Option<Vec<u8>>,
+    /// The Perfetto trace of its window, when the kernel's events were read and the
+    /// [`crate::SnapshotGate`] let it through (at most one per root cause per interval).
+    pub snapshot: Snapshot,
 }
 
 /// What the recorder is told.
@@ -97,8 +97,6 @@ pub struct RecorderConfig {
     pub retention: Retention,
     /// How often retention runs after the first pass at the start.
     pub retain_every: Duration,
-    /// At most one snapshot per this interval per root cause.
-    pub snapshot_every: Duration,
     /// How often drift is polled.
     pub drift_every: Duration,
     /// Where drift reads /proc and /sys (`/` on the machine).
@@ -106,15 +104,14 @@ pub struct RecorderConfig {
 }
 
 impl RecorderConfig {
-    /// The defaults for `server`: retention as given, hourly retention passes, a snapshot per
-    /// root cause at most every 30 s (as ChromeOS's CRAS does), drift polled every second.
+    /// The defaults for `server`: retention as given, hourly retention passes, drift polled
+    /// every second.
     pub fn new(server: &str, retention: Retention) -> RecorderConfig {
         RecorderConfig {
             server: server.to_owned(),
             version: env!("CARGO_PKG_VERSION").to_owned(),
             retention,
             retain_every: Duration::from_secs(3600),
-            snapshot_every: Duration::from_secs(30),
             drift_every: Duration::from_secs(1),
             drift_root: PathBuf::from("/"),
         }
@@ -134,6 +131,9 @@ pub struct Stats {
     pub drift: u64,
     /// Gaps (the server went away).
     pub gaps: u64,
+    /// Transactions committed for the inputs: fewer than the xruns when a storm's cards came
+    /// together and were written as one.
+    pub commits: u64,
 }
 
 /// Passing drift events kept for the cards' words: enough for a storm of node changes in a
@@ -151,7 +151,6 @@ pub struct Recorder {
     monitor: DriftMonitor,
     recent: VecDeque<DriftEvent>,
     state: BTreeMap<(DriftKind, String), DriftEvent>,
-    last_snapshot: HashMap<String, Instant>,
     last_retain: Instant,
     server_up: bool,
     stats: Stats,
@@ -181,7 +180,6 @@ impl Recorder {
             session,
             recent: VecDeque::with_capacity(RECENT_DRIFT),
             state: BTreeMap::new(),
-            last_snapshot: HashMap::new(),
             last_retain: Instant::now(),
             server_up: true,
             stats: Stats::default(),
@@ -201,7 +199,25 @@ impl Recorder {
             let wait = next_poll.saturating_duration_since(Instant::now());
             match inputs.recv_timeout(wait) {
                 Ok(Input::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-                Ok(input) => self.handle(input)?,
+                Ok(input) => {
+                    // What came with it is written with it, in one commit, before more is taken.
+                    let mut batch = vec![input];
+                    let mut stop = false;
+                    while batch.len() < BATCH_MAX {
+                        match inputs.try_recv() {
+                            Ok(Input::Stop) => {
+                                stop = true;
+                                break;
+                            }
+                            Ok(more) => batch.push(more),
+                            Err(_) => break,
+                        }
+                    }
+                    self.handle_batch(batch)?;
+                    if stop {
+                        break;
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {
                     self.tick()?;
                     next_poll = Instant::now() + self.config.drift_every;
@@ -227,6 +243,29 @@ impl Recorder {
     pub fn finish(self) -> Result<Stats, HistoryError> {
         self.history.end_session(self.session, now_ns())?;
         Ok(self.stats)
+    }
+
+    /// Takes inputs that arrived together, in order, in one transaction: committed (on disk)
+    /// when this returns, or on an error none of them is.
+    pub fn handle_batch(&mut self, batch: Vec<Input>) -> Result<(), HistoryError> {
+        // Counts and the followed threads go to memory only: no transaction for them.
+        let writes = |i: &Input| !matches!(i, Input::Cycles { .. } | Input::Threads(_));
+        if !batch.iter().any(writes) {
+            for input in batch {
+                self.handle(input)?;
+            }
+            return Ok(());
+        }
+        self.history.begin()?;
+        for input in batch {
+            if let Err(e) = self.handle(input) {
+                let _ = self.history.rollback();
+                return Err(e);
+            }
+        }
+        self.history.commit()?;
+        self.stats.commits += 1;
+        Ok(())
     }
 
     /// Takes one input (anything but `Stop`, which [`Recorder::run`] handles).
@@ -351,19 +390,13 @@ impl Recorder {
             &entry.kind,
             entry.culprit.as_deref().unwrap_or(""),
         );
-        if let Some(trace) = x.snapshot {
-            let due = self
-                .last_snapshot
-                .get(&entry.root)
-                .is_none_or(|t| t.elapsed() >= self.config.snapshot_every);
-            if due {
+        match x.snapshot {
+            Snapshot::Trace(trace) => {
                 self.history.insert_snapshot(id, &entry.root, &trace)?;
-                self.last_snapshot
-                    .insert(entry.root.clone(), Instant::now());
                 self.stats.snapshots += 1;
-            } else {
-                self.stats.snapshots_skipped += 1;
             }
+            Snapshot::RateLimited => self.stats.snapshots_skipped += 1,
+            Snapshot::None => {}
         }
         Ok(())
     }
@@ -388,6 +421,10 @@ impl RecorderHandle {
         }
     }
 }
+
+/// The most inputs written in one transaction: a storm's burst of cards is one commit, and a
+/// flood still commits every so often.
+const BATCH_MAX: usize = 64;
 
 /// Inputs that may wait in the channel: a storm of xruns at 48 kHz / 64 is 750 a second, and
 /// the store writes each in well under a millisecond; this bounds the memory a stalled disk can

@@ -8,7 +8,9 @@ use std::time::Duration;
 use xrunlab_drift::sched::stat_line;
 use xrunlab_drift::WatchedThread;
 use xrunlab_history::{Filter, History, Retention};
-use xrunlab_record::{serve_metrics, Input, Metrics, Recorder, RecorderConfig, XrunInput};
+use xrunlab_record::{
+    serve_metrics, Input, Metrics, Recorder, RecorderConfig, Snapshot, SnapshotGate, XrunInput,
+};
 use xrunlab_testkit::FixtureTree;
 
 const S: i64 = 1_000_000_000;
@@ -17,7 +19,7 @@ fn now_ns() -> i64 {
     xrunlab_history::unix_ns(std::time::SystemTime::now())
 }
 
-fn xrun(node: &str, kind: &str, root: &str, culprit: &str, snapshot: bool) -> Input {
+fn xrun(node: &str, kind: &str, root: &str, culprit: &str, snapshot: Snapshot) -> Input {
     Input::Xrun(Box::new(XrunInput {
         time_ns: now_ns(),
         node: Some(node.into()),
@@ -26,7 +28,7 @@ fn xrun(node: &str, kind: &str, root: &str, culprit: &str, snapshot: bool) -> In
         culprit: Some(culprit.into()),
         summary: format!("{node}: {kind}, {culprit}"),
         card: serde_json::json!({ "node": node, "case": kind }),
-        snapshot: snapshot.then(|| b"perfetto bytes".to_vec()),
+        snapshot,
     }))
 }
 
@@ -56,12 +58,24 @@ fn a_card_after_a_demotion_says_so_and_the_event_is_on_file() {
     }]))
     .unwrap();
     r.tick().unwrap(); // Its baseline.
-    r.handle(xrun("synth", "node_ran_long", "node", "synth", false))
-        .unwrap();
+    r.handle(xrun(
+        "synth",
+        "node_ran_long",
+        "node",
+        "synth",
+        Snapshot::None,
+    ))
+    .unwrap();
     tree.write("proc/10/task/11/stat", &stat_line(11, "data-loop.0", 0, 0));
     r.tick().unwrap();
-    r.handle(xrun("synth", "node_woke_late", "node", "synth", false))
-        .unwrap();
+    r.handle(xrun(
+        "synth",
+        "node_woke_late",
+        "node",
+        "synth",
+        Snapshot::None,
+    ))
+    .unwrap();
     let stats = r.finish().unwrap();
     assert_eq!((stats.xruns, stats.drift), (2, 1));
 
@@ -94,11 +108,31 @@ fn snapshots_are_kept_once_per_interval_per_root_and_gaps_are_recorded() {
         config(&tree),
     )
     .unwrap();
-    r.handle(xrun("a", "driver_woke_late", "task", "busyhog", true))
+    // As record does: the gate decides before a trace is built.
+    let mut gate = SnapshotGate::new(Duration::from_secs(30));
+    let mut snap = |root: &str| match gate.admit(root) {
+        true => Snapshot::Trace(b"perfetto bytes".to_vec()),
+        false => Snapshot::RateLimited,
+    };
+    r.handle(xrun(
+        "a",
+        "driver_woke_late",
+        "task",
+        "busyhog",
+        snap("task"),
+    ))
+    .unwrap();
+    r.handle(xrun(
+        "a",
+        "driver_woke_late",
+        "task",
+        "busyhog",
+        snap("task"),
+    ))
+    .unwrap();
+    r.handle(xrun("b", "node_ran_long", "node", "b", snap("node")))
         .unwrap();
-    r.handle(xrun("a", "driver_woke_late", "task", "busyhog", true))
-        .unwrap();
-    r.handle(xrun("b", "node_ran_long", "node", "b", true))
+    r.handle(xrun("c", "node_ran_long", "node", "c", Snapshot::None))
         .unwrap();
     let gone = now_ns();
     r.handle(Input::ServerGone {
@@ -116,7 +150,7 @@ fn snapshots_are_kept_once_per_interval_per_root_and_gaps_are_recorded() {
     let x = h.xruns(&Filter::default(), 10).unwrap();
     assert_eq!(
         x.iter().map(|x| x.has_snapshot).collect::<Vec<_>>(),
-        [true, false, true]
+        [true, false, true, false]
     );
     let gaps = &h.sessions(None, None).unwrap()[0].gaps;
     assert_eq!(gaps.len(), 1);
@@ -203,7 +237,8 @@ fn the_metrics_endpoint_counts_what_the_database_holds() {
         (odd, "node_woke_late", "irq 24 (xhci_hcd)"),
         ("reverb", "driver_woke_late", "busyhog"),
     ] {
-        tx.send(xrun(node, kind, "node", culprit, false)).unwrap();
+        tx.send(xrun(node, kind, "node", culprit, Snapshot::None))
+            .unwrap();
     }
     tx.send(Input::Cycles {
         count: 1000,
@@ -284,4 +319,60 @@ fn a_public_address_is_refused_without_the_flag() {
     );
     let ok = serve_metrics("0.0.0.0:0".parse().unwrap(), true, Arc::new(Metrics::new()));
     assert!(ok.is_ok(), "allowed with the flag");
+}
+
+#[test]
+fn a_storms_cards_that_arrive_together_are_one_commit_and_all_on_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let tree = FixtureTree::new("recorder-batch");
+    let r = Recorder::new(
+        History::open_writer(&db).unwrap(),
+        Arc::new(Metrics::new()),
+        config(&tree),
+    )
+    .unwrap();
+    // Fifty cards and the counts between them, all waiting when the store loop takes the
+    // first: two batches of at most 64 inputs, instead of fifty commits.
+    let (tx, rx) = std::sync::mpsc::sync_channel(1024);
+    for n in 0..50 {
+        let node = format!("n{n}");
+        tx.send(xrun(&node, "node_ran_long", "node", &node, Snapshot::None))
+            .unwrap();
+        tx.send(Input::Cycles {
+            count: 10,
+            wake_delays_ns: vec![],
+        })
+        .unwrap();
+    }
+    tx.send(Input::Stop).unwrap();
+    let stats = r.run(rx).unwrap();
+    assert_eq!((stats.xruns, stats.commits), (50, 2), "{stats:?}");
+    let h = History::open_reader(&db).unwrap();
+    assert_eq!(h.count_xruns(&Filter::default()).unwrap(), 50);
+    // Taken one at a time, each is its own commit; counts alone are none.
+    let mut r = Recorder::new(
+        History::open_writer(&db).unwrap(),
+        Arc::new(Metrics::new()),
+        config(&tree),
+    )
+    .unwrap();
+    for _ in 0..3 {
+        r.handle_batch(vec![xrun(
+            "x",
+            "node_ran_long",
+            "node",
+            "x",
+            Snapshot::None,
+        )])
+        .unwrap();
+    }
+    r.handle_batch(vec![Input::Cycles {
+        count: 10,
+        wake_delays_ns: vec![],
+    }])
+    .unwrap();
+    let stats = r.finish().unwrap();
+    assert_eq!((stats.xruns, stats.commits), (3, 3), "{stats:?}");
+    assert_eq!(h.count_xruns(&Filter::default()).unwrap(), 53);
 }

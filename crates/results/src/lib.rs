@@ -8,8 +8,8 @@
 //!   `probe wakeup`, [`sleep`], [`placement`], [`sweep`], [`capacity`], [`explain_cost`] for
 //!   `probe explain-cost` (`bench explain`);
 //! - `doctor --json` ([`doctor`]) and `doctor --measure` ([`doctor_measure`]);
-//! - plain `bench`'s ([`mod@bench`]), `bench soak`'s ([`soak`]) and `bench watch`'s
-//!   ([`bench_watch`]);
+//! - plain `bench`'s ([`mod@bench`]), `bench soak`'s ([`soak`]), `bench watch`'s
+//!   ([`bench_watch`]) and `bench record`'s ([`bench_record`]);
 //! - `watch --json` ([`watch`]), and `watch --json-lines`, a log appended to as it happens
 //!   ([`line_log::LineLog`]).
 //!
@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bench_record;
 pub mod bench_watch;
 pub mod capacity;
 pub mod compare;

@@ -15,6 +15,7 @@ pub mod detect;
 pub mod jack_chain;
 pub mod mapping;
 pub mod model;
+pub mod snapshot;
 pub mod source;
 pub mod summary;
 pub mod watcher;

@@ -62,6 +62,11 @@ pub struct KernelSide {
 impl KernelSide {
     /// Starts the tracer on every online CPU, unless `no_kernel`; a refusal is kept as words.
     pub fn start(no_kernel: bool) -> KernelSide {
+        KernelSide::start_with(no_kernel, &TraceOptions::default())
+    }
+
+    /// [`KernelSide::start`] with the tracer's `options` (`record` drains less often).
+    pub fn start_with(no_kernel: bool, options: &TraceOptions) -> KernelSide {
         let cpus = xrunlab_sys::online_cpus(Path::new("/sys"));
         if no_kernel {
             return KernelSide {
@@ -70,7 +75,7 @@ impl KernelSide {
                 cpus,
             };
         }
-        match Tracer::start(&cpus, &TraceOptions::default()) {
+        match Tracer::start(&cpus, options) {
             Ok(t) => KernelSide {
                 tracer: Some(t),
                 missing: String::new(),

@@ -1,6 +1,7 @@
 //! Test support for the history's crash test (tests/kill.rs): opens the history given as its
-//! argument as the writer, then writes xruns (every fourth with a snapshot) as fast as it can,
-//! printing `committed ID` after each commit, until it is killed. Single-threaded.
+//! first argument as the writer, then writes xruns (every fourth with a snapshot) as fast as it
+//! can, printing `committed ID` after each commit, until it is killed; with a second argument
+//! N, N xruns a transaction (the recorder's batches in a storm). Single-threaded.
 
 use std::io::Write;
 use xrunlab_history::{unix_ns, History, XrunEntry};
@@ -21,7 +22,13 @@ fn main() {
         .expect("a session");
     let stdout = std::io::stdout();
     let snapshot: Vec<u8> = (0..64 * 1024_u32).map(|i| (i * 7 % 251) as u8).collect();
+    let batch: i64 = std::env::args()
+        .nth(2)
+        .map_or(1, |n| n.parse().expect("a batch size"));
     for n in 0_i64.. {
+        if batch > 1 && n % batch == 0 {
+            history.begin().expect("a transaction");
+        }
         let entry = XrunEntry {
             // Wall time: later rounds of the test sort after earlier ones.
             time_ns: unix_ns(std::time::SystemTime::now()),
@@ -40,6 +47,12 @@ fn main() {
             history
                 .insert_snapshot(id, "node", &snapshot)
                 .expect("a snapshot");
+        }
+        if batch > 1 {
+            if n % batch != batch - 1 {
+                continue;
+            }
+            history.commit().expect("a commit");
         }
         let mut out = stdout.lock();
         writeln!(out, "committed {id}").expect("stdout");
