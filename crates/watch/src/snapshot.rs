@@ -51,7 +51,8 @@ fn step_track(role: Role, id: u32) -> Track {
 /// - the cycle's path from the late node to the root, each step's WAIT (signal to awake) and
 ///   BUSY (awake to finish) as slices on a track of its own;
 /// - the card's threads (the late node's, the root's) with a `running` slice for each time the
-///   kernel's switches show them on a CPU in the window;
+///   kernel's switches show them on a CPU in the window (a run whose switch-in the window lacks
+///   from that CPU's switch before, marked `switch_in_not_seen`);
 /// - the xrun's mark with its verdict and card, and the window's kernel events on `cpus`.
 pub fn snapshot(card: &Card, verdict: &str, window: &Window, cpus: &[usize]) -> Vec<u8> {
     let mut w = PerfettoWriter::to_writer(
@@ -131,6 +132,10 @@ pub fn snapshot(card: &Card, verdict: &str, window: &Window, cpus: &[usize]) -> 
         named.push(track);
         w.thread_name(track, &format!("{} ({})", thread.comm, thread.policy));
         let mut since = None;
+        // Each CPU's last switch: where a run whose switch-in is not in the window began at the
+        // latest (perf drops some switches made from an idle CPU's context, and a run may have
+        // begun before the window).
+        let mut last_switch: Vec<(u16, u64)> = Vec::new();
         for e in &window.events {
             let EventKind::Switch {
                 prev_tid, next_tid, ..
@@ -139,16 +144,34 @@ pub fn snapshot(card: &Card, verdict: &str, window: &Window, cpus: &[usize]) -> 
                 continue;
             };
             if *prev_tid == thread.tid {
-                if let Some((from, cpu)) = since.take() {
-                    w.slice(
+                match since.take() {
+                    Some((from, cpu)) => w.slice(
                         track,
                         "running",
                         "sched",
                         from,
                         e.ts_ns.saturating_sub(from),
                         json!({ "cpu": cpu }),
-                    );
+                    ),
+                    None => {
+                        let from = last_switch
+                            .iter()
+                            .find(|(cpu, _)| *cpu == e.cpu)
+                            .map_or(window.t0_ns, |(_, t)| *t);
+                        w.slice(
+                            track,
+                            "running",
+                            "sched",
+                            from,
+                            e.ts_ns.saturating_sub(from),
+                            json!({ "cpu": e.cpu, "switch_in_not_seen": true }),
+                        );
+                    }
                 }
+            }
+            match last_switch.iter_mut().find(|(cpu, _)| *cpu == e.cpu) {
+                Some(last) => last.1 = e.ts_ns,
+                None => last_switch.push((e.cpu, e.ts_ns)),
             }
             if *next_tid == thread.tid {
                 since = Some((e.ts_ns, e.cpu));

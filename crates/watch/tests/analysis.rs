@@ -1361,3 +1361,53 @@ fn on_pipewire_1_4_a_node_signalled_again_and_held_off_its_cpu_woke_late_behind_
     assert_eq!((culprit.name.as_str(), culprit.pid), ("hog", Some(999)));
     assert!(culprit.us > 4_000.0, "{culprit:?}");
 }
+
+#[test]
+fn a_snapshot_shows_a_run_whose_switch_in_the_window_lacks() {
+    // perf drops some switches made from an idle CPU's context: the late node's thread is seen
+    // switching out after 8 ms on its CPU, never switching in. Its run still shows, from that
+    // CPU's switch before (an unrelated one), marked as such; before, it had no slice at all.
+    let signal = start(20) + US;
+    let x = first_xrun(node(7, signal, 20 * US, None, NodeStatus::Awake));
+    let window = Window {
+        t0_ns: signal - 20_000_000,
+        t1_ns: signal + 20_000_000,
+        events: vec![
+            switch(
+                signal - 300 * US,
+                1,
+                ("kworker/1:0", 77, 120, 1),
+                ("swapper/1", 0, 120),
+            ),
+            switch(
+                signal + 8_000 * US,
+                1,
+                ("data-loop.0", 4243, 16, 1),
+                ("swapper/1", 0, 120),
+            ),
+        ],
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let t = procs();
+    let c = card(
+        &x,
+        None,
+        Some(map_node(t.path(), Some(4242))),
+        Kernel::Window(&window, &Hogs),
+        &NoThreads,
+    );
+    let bytes = xrunlab_watch::snapshot::snapshot(&c, &words::verdict(&c), &window, &[0, 1]);
+    let trace: serde_json::Value = serde_json::from_slice(&bytes).expect("a JSON trace");
+    let running: Vec<&serde_json::Value> = trace["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["name"] == "running" && e["tid"] == 4243)
+        .collect();
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!(running[0]["args"]["switch_in_not_seen"], true);
+    let dur = running[0]["dur"].as_f64().expect("a duration");
+    assert!((8_200.0..8_400.0).contains(&dur), "{dur} µs");
+}
