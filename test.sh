@@ -85,48 +85,14 @@ fi
 # as errors (including the real-time modules' disallowed allocation and lock calls), rustdoc.
 step fmt
 cargo fmt --all -- --check
-
-step "the lints, rustdoc, loom and the release build: at nice 19, meanwhile"
-# Compiling is most of this script's time, and neither the build below (its links run on one
-# core) nor the tests (they mostly wait on real servers) keep both cores busy. So the compiles
-# that no test needs run beside them from here, at the lowest priority: the foreground always
-# comes first (the tests' real-time threads the more so), and these take the idle CPU. Their
-# output is shown, and their failure fails this script, after the browser tests.
-# - clippy with warnings as errors (including the real-time modules' disallowed allocation and
-#   lock calls), with all features and with the default ones (what `cargo run --release`
-#   builds: the code behind `#[cfg(not(feature = ...))]` is compiled only there), and rustdoc;
-#   in a target dir of their own, so that they never wait on the build's lock.
-# - loom, the race checker: it explores the render cycle's driver/worker hand-off
-#   (rt/loom_model.rs, the futex model in rt/sync.rs) over every interleaving with at most 2
-#   preemptions per schedule. Its own target dir: --cfg loom rebuilds every crate.
-# - the Debian package's release build (profile dist), which tests/package/deb.sh then finds
-#   done.
-background_log=target/background.log
-mkdir -p target
-# In a process group of its own (job control on for the launch), so that it can be ended whole.
-set -m
-(
-  set -e
-  export CARGO_TARGET_DIR=target/lint
-  echo "== clippy, all features"
-  nice -n 19 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
-  echo "== clippy, default features"
-  nice -n 19 cargo clippy --workspace --all-targets --locked -- -D warnings
-  echo "== rustdoc"
-  RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --no-deps --workspace --all-features --locked
-  echo "== loom"
-  LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    nice -n 19 cargo test -p xrunlab-engine --release --lib --locked loom
-  echo "== the release build"
-  unset CARGO_TARGET_DIR
-  nice -n 19 cargo build --profile dist --locked --features jack,pipewire --bin xrunlab
-  echo "== background done"
-) >"$background_log" 2>&1 &
-background=$!
-set +m
-# Whatever ends this script ends the background compiles too.
-trap 'kill -- -$background 2>/dev/null || true' EXIT
-
+step clippy, all features
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+step clippy, default features
+# ... and with the default features (what `cargo run --release` builds): the code behind
+# `#[cfg(not(feature = ...))]` is compiled only there.
+cargo clippy --workspace --all-targets --locked -- -D warnings
+step rustdoc
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --locked
 step the book
 # The book: built, then every link and anchor inside it checked (offline: no web link is
 # fetched; --root-dir resolves the 404 page's root-relative links).
@@ -147,6 +113,28 @@ step build
 cargo build --workspace --bins --features jack,pipewire,soak-client --locked
 cargo test --workspace --features jack,pipewire,soak-client --locked --no-run
 
+step "loom and the release build, at nice 19 while the tests run"
+# Compiling is most of this script's time and the tests mostly wait on real servers, so the two
+# compiles that no test needs run meanwhile, at the lowest priority: the tests' own threads (and
+# their real-time ones the more so) always come first, and the compiles take the idle CPU.
+# - loom, the race checker: it explores the render cycle's driver/worker hand-off
+#   (rt/loom_model.rs, the futex model in rt/sync.rs) over every interleaving with at most 2
+#   preemptions per schedule. Its own target dir: --cfg loom rebuilds every crate.
+# - the Debian package's release build (profile dist), which tests/package/deb.sh then finds
+#   done.
+background_log=target/background.log
+# In a process group of its own (job control on for the launch), so that it can be ended whole.
+set -m
+(
+  LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    nice -n 19 cargo test -p xrunlab-engine --release --lib --locked loom &&
+    nice -n 19 cargo build --profile dist --locked --features jack,pipewire --bin xrunlab
+) >"$background_log" 2>&1 &
+background=$!
+set +m
+# Whatever ends this script ends the background compiles too.
+trap 'kill -- -$background 2>/dev/null || true' EXIT
+
 step tests
 # soak-client: `bench soak --dashboard`'s WebSocket reader (tests/cli/soak.rs), not shipped.
 cargo test --workspace --features jack,pipewire,soak-client --locked -- --include-ignored
@@ -154,16 +142,15 @@ step browser tests
 # The browser tests drive the binary the Rust tests just built (with JACK).
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh
 
-step "the lints, rustdoc, loom and the release build (their output; waited for if not done)"
+step "loom and the release build (their output)"
 if ! wait $background; then
   cat "$background_log"
-  echo "test.sh: a lint, rustdoc, loom or the release build failed (above)" >&2
+  echo "test.sh: loom or the release build failed (above)" >&2
   exit 1
 fi
 trap - EXIT
-# What each said, as if it had run here: the steps, warnings and errors (none, or it would have
-# failed) and loom's verdicts.
-grep -E '^(== |warning|error|test |running |test result)' "$background_log"
+# loom's verdicts, as if it had run here.
+grep -E '^(test |running |test result)' "$background_log"
 step Debian package
 # The Debian package: built from a release build, installed with dpkg, run from /usr/bin, removed.
 bash tests/package/deb.sh
