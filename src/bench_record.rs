@@ -6,7 +6,6 @@
 
 use crate::cli::bench::RecordBenchArgs;
 use crate::cli::parse::WatchServer;
-use crate::watch_source::pipewire_answers;
 use crate::Failure;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -289,11 +288,7 @@ pub fn bench(args: &RecordBenchArgs) -> Result<(), Failure> {
         xrunlab_sys::default_proc_root(),
         xrunlab_sys::default_sys_root(),
     );
-    let pipewire = match args.server {
-        WatchServer::Pipewire => true,
-        WatchServer::Jack => false,
-        WatchServer::Auto => pipewire_answers(),
-    };
+    let pipewire = crate::watch_source::is_pipewire(args.server);
     let server = if pipewire {
         WatchServer::Pipewire
     } else {

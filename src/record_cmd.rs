@@ -4,7 +4,6 @@
 //! thread; the history's store loop, the metrics server, the tracer's reader and the server
 //! client's loop run on threads of their own.
 
-use crate::cli::parse::WatchServer;
 use crate::cli::record::RecordArgs;
 use crate::signals::StopSignals;
 use crate::watch_source;
@@ -112,11 +111,10 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         max_age: Some(args.retain),
         max_bytes: Some(args.max_size),
     };
-    let server_kind = match args.server {
-        WatchServer::Jack => "jack",
-        WatchServer::Pipewire => "pipewire",
-        WatchServer::Auto if watch_source::pipewire_answers() => "pipewire",
-        WatchServer::Auto => "jack",
+    let server_kind = if watch_source::is_pipewire(args.server) {
+        "pipewire"
+    } else {
+        "jack"
     };
     let recorder = Recorder::new(
         history,

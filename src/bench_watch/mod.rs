@@ -7,7 +7,6 @@ mod hog;
 
 use crate::cli::bench::{BenchCause, WatchBenchArgs};
 use crate::cli::parse::WatchServer;
-use crate::watch_source::pipewire_answers;
 use crate::Failure;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -547,11 +546,7 @@ pub fn bench(args: &WatchBenchArgs) -> Result<(), Failure> {
         xrunlab_sys::default_proc_root(),
         xrunlab_sys::default_sys_root(),
     );
-    let pipewire = match args.server {
-        WatchServer::Pipewire => true,
-        WatchServer::Jack => false,
-        WatchServer::Auto => pipewire_answers(),
-    };
+    let pipewire = crate::watch_source::is_pipewire(args.server);
     // Handled, not the default exit: a mode stopped early ends its clients and hog and gives a
     // pinned server thread its CPUs back.
     let stop = crate::signals::stop_flag().map_err(Failure::Runtime)?;

@@ -21,6 +21,17 @@ pub use jack::open as open_jack;
 pub use pipewire::answers as pipewire_answers;
 pub use pipewire::open as open_pipewire;
 
+/// Whether `server` means PipeWire (`auto`: when PipeWire answers on its socket), for the
+/// commands that watch a server or run clients on it.
+pub fn is_pipewire(server: crate::cli::parse::WatchServer) -> bool {
+    use crate::cli::parse::WatchServer;
+    match server {
+        WatchServer::Pipewire => true,
+        WatchServer::Jack => false,
+        WatchServer::Auto => pipewire_answers(),
+    }
+}
+
 /// Opens the server `server` names (`auto`: PipeWire when it answers on its socket, else JACK),
 /// for `watch` and `record` alike.
 pub fn open(
