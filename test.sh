@@ -93,6 +93,12 @@ step clippy, default features
 cargo clippy --workspace --all-targets --locked -- -D warnings
 step rustdoc
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --locked
+step loom
+# The race checker: loom explores the render cycle's driver/worker hand-off (rt/loom_model.rs,
+# the futex model in rt/sync.rs) over every interleaving with at most 2 preemptions per
+# schedule (about 75 s on a 2-core VM). Its own target dir: --cfg loom rebuilds every crate.
+LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+  cargo test -p xrunlab-engine --release --lib --locked loom
 step the book
 # The book: built, then every link and anchor inside it checked (offline: no web link is
 # fetched; --root-dir resolves the 404 page's root-relative links).
@@ -108,49 +114,15 @@ bash tests/pipewire-1.4.sh
 step build
 # The JACK and watch tests drive a real late client and an RT hog (crates/jack-testkit); cargo
 # builds a package's binaries only for that package's tests, so build them first (with the
-# features of the test run below, so that it and the browser tests reuse these builds), then
-# every test, before anything runs.
+# features of the test run below, so that it and the browser tests reuse these builds).
 cargo build --workspace --bins --features jack,pipewire,soak-client --locked
-cargo test --workspace --features jack,pipewire,soak-client --locked --no-run
-
-step "loom and the release build, at nice 19 while the tests run"
-# Compiling is most of this script's time and the tests mostly wait on real servers, so the two
-# compiles that no test needs run meanwhile, at the lowest priority: the tests' own threads (and
-# their real-time ones the more so) always come first, and the compiles take the idle CPU.
-# - loom, the race checker: it explores the render cycle's driver/worker hand-off
-#   (rt/loom_model.rs, the futex model in rt/sync.rs) over every interleaving with at most 2
-#   preemptions per schedule. Its own target dir: --cfg loom rebuilds every crate.
-# - the Debian package's release build (profile dist), which tests/package/deb.sh then finds
-#   done.
-background_log=target/background.log
-# In a process group of its own (job control on for the launch), so that it can be ended whole.
-set -m
-(
-  LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    nice -n 19 cargo test -p xrunlab-engine --release --lib --locked loom &&
-    nice -n 19 cargo build --profile dist --locked --features jack,pipewire --bin xrunlab
-) >"$background_log" 2>&1 &
-background=$!
-set +m
-# Whatever ends this script ends the background compiles too.
-trap 'kill -- -$background 2>/dev/null || true' EXIT
-
 step tests
 # soak-client: `bench soak --dashboard`'s WebSocket reader (tests/cli/soak.rs), not shipped.
 cargo test --workspace --features jack,pipewire,soak-client --locked -- --include-ignored
 step browser tests
 # The browser tests drive the binary the Rust tests just built (with JACK).
+cargo build --features jack,pipewire,soak-client --locked --bin xrunlab
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh
-
-step "loom and the release build (their output)"
-if ! wait $background; then
-  cat "$background_log"
-  echo "test.sh: loom or the release build failed (above)" >&2
-  exit 1
-fi
-trap - EXIT
-# loom's verdicts, as if it had run here.
-grep -E '^(test |running |test result)' "$background_log"
 step Debian package
 # The Debian package: built from a release build, installed with dpkg, run from /usr/bin, removed.
 bash tests/package/deb.sh
