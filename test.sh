@@ -93,12 +93,6 @@ step clippy, default features
 cargo clippy --workspace --all-targets --locked -- -D warnings
 step rustdoc
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --locked
-step loom
-# The race checker: loom explores the render cycle's driver/worker hand-off (rt/loom_model.rs,
-# the futex model in rt/sync.rs) over every interleaving with at most 2 preemptions per
-# schedule (about 75 s on a 2-core VM). Its own target dir: --cfg loom rebuilds every crate.
-LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-  cargo test -p xrunlab-engine --release --lib --locked loom
 step the book
 # The book: built, then every link and anchor inside it checked (offline: no web link is
 # fetched; --root-dir resolves the 404 page's root-relative links).
@@ -116,14 +110,70 @@ step build
 # builds a package's binaries only for that package's tests, so build them first (with the
 # features of the test run below, so that it and the browser tests reuse these builds).
 cargo build --workspace --bins --features jack,pipewire,soak-client --locked
-step tests
+step compile the tests
 # soak-client: `bench soak --dashboard`'s WebSocket reader (tests/cli/soak.rs), not shipped.
-cargo test --workspace --features jack,pipewire,soak-client --locked -- --include-ignored
+cargo test --workspace --features jack,pipewire,soak-client --locked --no-run \
+  --message-format=json-render-diagnostics >target/test-binaries.jsonl
+
+# Two compiles that no test waits for, started now so that they use the CPU the tests leave idle:
+# the Debian package's release build (profile dist, in target/pkg) and the race checker, loom,
+# which explores the render cycle's driver/worker hand-off (rt/loom_model.rs, the futex model in
+# rt/sync.rs) over every interleaving with at most 2 preemptions per schedule (its own target
+# dir: --cfg loom rebuilds every crate). Each in its own target dir, so no test's cargo waits
+# on their lock; at the lowest priority. They must be over before the live watch tests start:
+# a clean-clone run failed two of those with their real-time clients held behind the compiler.
+step "background: the package's release build, then loom (logs in target/background-*.log)"
+(
+  nice -n 19 env CARGO_TARGET_DIR=target/pkg \
+    cargo build --profile dist --locked --features jack,pipewire --bin xrunlab \
+    >target/background-dist.log 2>&1
+  LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
+    nice -n 19 cargo test -p xrunlab-engine --release --lib --locked loom \
+    >target/background-loom.log 2>&1
+) &
+background=$!
+
+# Runs the test binaries that cargo compiled above, as `cargo test` does (each from its
+# package's directory, with --include-ignored: tests that need root or an installed service are
+# #[ignore]d with their reason and run here, as CI runs as root), choosing by name: `live` runs
+# the live watch and JACK tests (tests/watch_cli.rs, tests/jack_cli.rs), `rest` every other.
+run_test_binaries() {
+  python3 - "$1" target/test-binaries.jsonl >target/test-binaries-"$1".tsv <<'PY'
+import json, os, sys
+live = {"watch_cli", "jack_cli"}
+for line in open(sys.argv[2]):
+    m = json.loads(line)
+    if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
+        continue
+    if (m["target"]["name"] in live) == (sys.argv[1] == "live"):
+        print(os.path.dirname(m["manifest_path"]), m["executable"], sep="\t")
+PY
+  while IFS=$'\t' read -r dir exe; do
+    printf '     Running %s\n' "${exe#"$PWD"/}"
+    (cd "$dir" && "$exe" --include-ignored)
+  done <target/test-binaries-"$1".tsv
+}
+
+step "tests (all but the live watch tests)"
+run_test_binaries rest
+cargo test --workspace --features jack,pipewire,soak-client --locked --doc
 step browser tests
 # The browser tests drive the binary the Rust tests just built (with JACK).
 cargo build --features jack,pipewire,soak-client --locked --bin xrunlab
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh
+
+step "waiting for the background compiles"
+if ! wait "$background"; then
+  tail -n 40 target/background-dist.log target/background-loom.log >&2 || true
+  echo "test.sh: the package's release build or loom failed (logs above)" >&2
+  exit 1
+fi
+# The model must have run and passed, not been filtered away.
+grep -E '^test result: ok\. [1-9]' target/background-loom.log
+step "live watch tests (nothing compiles beside them)"
+run_test_binaries live
 step Debian package
-# The Debian package: built from a release build, installed with dpkg, run from /usr/bin, removed.
-bash tests/package/deb.sh
+# The Debian package: built from the release build above, installed with dpkg, run from
+# /usr/bin, removed.
+CARGO_TARGET_DIR=target/pkg bash tests/package/deb.sh
 step done

@@ -18,8 +18,10 @@ if dpkg -s xrunlab >/dev/null 2>&1; then
 fi
 
 # Profile `dist`: the release build with line tables, which the package splits off (below).
+# CARGO_TARGET_DIR is honoured: test.sh builds it in target/pkg, beside the tests (a no-op here).
 cargo build --profile dist --locked --features jack,pipewire --bin xrunlab
-bin=target/dist/xrunlab
+target_dir="${CARGO_TARGET_DIR:-target}"
+bin="$target_dir/dist/xrunlab"
 rm -rf target/assets
 mkdir -p target/assets
 $bin man --dir target/assets/man >/dev/null
@@ -29,9 +31,9 @@ done
 # The line tables compressed (zlib, which backtraces read) before cargo-deb splits them into
 # /usr/lib/debug/usr/bin/xrunlab.debug and strips the binary, linking it to that file.
 objcopy --compress-debug-sections=zlib "$bin"
-rm -rf target/debian
+rm -rf "$target_dir/debian"
 cargo deb --no-build --profile dist --separate-debug-symbols
-deb="$(ls target/debian/xrunlab_*.deb)"
+deb="$(ls "$target_dir"/debian/xrunlab_*.deb)"
 echo "tests/package: built $deb ($(du -h "$deb" | cut -f1))"
 
 work="$(mktemp -d)"
