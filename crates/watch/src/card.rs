@@ -718,6 +718,8 @@ pub fn card(
         xrun.cycle_start_ns
     };
     let thread = mapping.as_ref().and_then(|m| m.thread.clone());
+    // Whether the node's thread ran long in the cycles before this one (below).
+    let mut ran_before = false;
     let (kernel_account, kernel_missing) = match (&kernel, thread.as_ref()) {
         (Kernel::Missing(why), _) => (None, Some((*why).to_owned())),
         (Kernel::Window(_, _), None) => (
@@ -733,19 +735,33 @@ pub fn card(
             } else {
                 own_end
             };
-            let (account, _) = account_over(
-                window,
-                *lookup,
-                AudioThread {
-                    role: node.name.clone(),
-                    tid: thread.tid,
-                    wake_ns: (node.awake_ns > 0).then_some(node.awake_ns),
-                    end_ns: node.busy_ns().map(|_| node.finish_ns).or(Some(end)),
-                    median_busy_ns: xrun.median_busy_ns,
-                },
-                signal,
-                own_end,
-            );
+            let audio_thread = AudioThread {
+                role: node.name.clone(),
+                tid: thread.tid,
+                wake_ns: (node.awake_ns > 0).then_some(node.awake_ns),
+                end_ns: node.busy_ns().map(|_| node.finish_ns).or(Some(end)),
+                median_busy_ns: xrun.median_busy_ns,
+            };
+            let (mut account, _) =
+                account_over(window, *lookup, audio_thread.clone(), signal, own_end);
+            // Still running at the record, yet barely on its CPU in this cycle: the overrun the
+            // server reports may be one that began cycles earlier (PipeWire 0.3 records a node
+            // that ran 12 ms through the cycles after it, with stamps of the last one). When its
+            // thread ran more than a whole period in the lead-in, that run is the account.
+            let span_us = us(own_end.saturating_sub(signal));
+            if busy_at_least && account.ran_us < span_us * 0.25 {
+                let (before, _) = account_over(
+                    window,
+                    *lookup,
+                    audio_thread,
+                    signal.saturating_sub(CATCH_UP_NS),
+                    own_end,
+                );
+                if before.ran_us >= us(period_ns) {
+                    account = before;
+                    ran_before = true;
+                }
+            }
             // A node that never started, and whose thread the kernel shows was never woken
             // (asleep, not waiting for a CPU), was not signalled: whoever should have is
             // followed.
@@ -776,13 +792,14 @@ pub fn card(
     // A node whose own thread mostly slept through its lateness (blocked, never woken, or not
     // on its CPU for the BUSY the server could only bound) waited on something: when the server's own thread, which drives the cycle, was held off
     // its CPU meanwhile, the driver is the root.
-    let waited_on_something = node.awake_ns == 0
-        || kernel_account.as_ref().is_some_and(|k| {
-            let span_us = us(own_end.saturating_sub(signal));
-            // A BUSY the server could only bound ("at least", the node not marked finished)
-            // that the kernel shows was not spent on the CPU was spent waiting.
-            k.ran_us < span_us * 0.25 && (k.blocked_us > span_us * 0.3 || busy_at_least)
-        });
+    let waited_on_something = !ran_before
+        && (node.awake_ns == 0
+            || kernel_account.as_ref().is_some_and(|k| {
+                let span_us = us(own_end.saturating_sub(signal));
+                // A BUSY the server could only bound ("at least", the node not marked finished)
+                // that the kernel shows was not spent on the CPU was spent waiting.
+                k.ran_us < span_us * 0.25 && (k.blocked_us > span_us * 0.3 || busy_at_least)
+            }));
     let own_root = path.len() == 1;
     let mut through_driver = None;
     if own_root && waited_on_something {

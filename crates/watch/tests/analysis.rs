@@ -1411,3 +1411,67 @@ fn a_snapshot_shows_a_run_whose_switch_in_the_window_lacks() {
     let dur = running[0]["dur"].as_f64().expect("a duration");
     assert!((8_200.0..8_400.0).contains(&dur), "{dur} µs");
 }
+
+#[test]
+fn a_node_whose_overrun_began_cycles_before_the_record_has_that_run_as_its_account() {
+    // PipeWire 0.3 reports a client that spun 10 ms with the stamps of the last cycle it
+    // spanned: awake just after that cycle's signal and still running at the record. In that
+    // cycle alone its thread barely ran (it waited 160 µs behind a hog, then slept); the 10 ms
+    // before it are the overrun.
+    let signal = start(20) + US;
+    let x = first_xrun(node(7, signal, 20 * US, None, NodeStatus::Awake));
+    let events = vec![
+        switch(
+            signal - 10_000 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("data-loop.0", 4243, 16),
+        ),
+        switch(
+            signal - 100 * US,
+            1,
+            ("data-loop.0", 4243, 16, 0),
+            ("hog", 999, 9),
+        ),
+        switch(
+            signal + 60 * US,
+            1,
+            ("hog", 999, 9, 1),
+            ("data-loop.0", 4243, 16),
+        ),
+        switch(
+            signal + 100 * US,
+            1,
+            ("data-loop.0", 4243, 16, 1),
+            ("swapper/1", 0, 120),
+        ),
+    ];
+    let window = Window {
+        t0_ns: signal - 20_000_000,
+        t1_ns: signal + 10_000_000,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let t = procs();
+    let mapping = map_node(t.path(), Some(4242));
+    let c = card(
+        &x,
+        None,
+        Some(mapping),
+        Kernel::Window(&window, &Hogs),
+        &NoThreads,
+    );
+    assert_eq!(c.kind, Kind::NodeRanLong, "{c:?}");
+    assert_eq!(c.root_step().map(|s| s.name.as_str()), Some("node7"));
+    let k = c.kernel.as_ref().expect("kernel account");
+    assert!(
+        k.ran_us > 9_000.0,
+        "the account covers the run before the cycle: {k:?}"
+    );
+    assert!(
+        k.main_culprit.as_ref().is_none_or(|m| m.name != "hog"),
+        "the hog that held it 160 µs is not the cause of a 10 ms overrun: {k:?}"
+    );
+}
