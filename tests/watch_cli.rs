@@ -1800,6 +1800,17 @@ fn record_keeps_a_perfetto_snapshot_per_root_cause_at_most_every_interval_and_hi
         of_node > 20,
         "{of_node} xruns of the late client in 8 s (one every 213 ms)"
     );
+    // The recorder reads JACK2's wake chain only around each xrun: the late client is still
+    // the one named, each time, with the medians (learned from the cycles before the xrun)
+    // that show how long it ran against its usual.
+    for x in xruns.iter().filter(|x| x["root"] == "node") {
+        assert_eq!(x["node"], "late", "{x}");
+        assert_eq!(x["culprit"], "late", "{x}");
+        assert!(
+            x["card"]["xrun"]["median_busy_ns"].as_u64().is_some(),
+            "no median: {x}"
+        );
+    }
     // Written by history, it is a trace that parses, with the xrun's slices in it.
     // The late client's first xrun (it ran long, or on a loaded machine woke late).
     let x = with
