@@ -1101,11 +1101,16 @@ fn bench_record_prints_and_writes_record_and_watch_side_by_side_in_both_phases()
     let r = read_bench_record(&json).unwrap_or_else(|e| panic!("--json read back typed: {e}"));
     assert_eq!((r.server.as_str(), r.rows.len()), ("JACK", 4));
     for row in &r.rows {
-        // Sane, not exact: some CPU, under a core; a resident set of a few MB to tens of MB.
+        // Sane, not exact: under a core, and some CPU for watch (which drains the kernel's
+        // events all the time); a resident set of a few MB to tens of MB. The recorder may
+        // not use one 10 ms clock tick in the 2 s counted (0.3 % of a core is 6 ms).
         assert!(
-            row.cpu_pct > 0.0 && row.cpu_pct < 100.0 && row.span_s > 1.0,
+            row.cpu_pct >= 0.0 && row.cpu_pct < 100.0 && row.span_s > 1.0,
             "{row:?}"
         );
+        if row.tool == "watch" {
+            assert!(row.cpu_pct > 0.0, "{row:?}");
+        }
         assert!(
             (row.cpu_s_per_hour - row.cpu_pct * 36.0).abs() < 1e-6,
             "{row:?}"
