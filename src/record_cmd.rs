@@ -237,8 +237,15 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         }
         if reported.elapsed() >= REPORT_EVERY {
             reported = Instant::now();
+            // JACK2's cycles are rebuilt from the wake chain only around xruns here: its own
+            // frame clock counts them all.
+            let seen = std::mem::take(&mut cycles);
+            let count = match w.reports_timing() {
+                true => seen,
+                false => w.cycles_run().unwrap_or(seen),
+            };
             let _ = handle.inputs.try_send(Input::Cycles {
-                count: std::mem::take(&mut cycles),
+                count,
                 wake_delays_ns: std::mem::take(&mut delays),
             });
             let now: BTreeSet<String> = w.names().values().map(|(n, _)| n.clone()).collect();

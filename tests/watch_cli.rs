@@ -1935,3 +1935,63 @@ fn record_on_jack2_stays_under_32_mb_resident_through_an_xrun_storm() {
         "record's resident set reached {peak} kB (samples {rss:?})"
     );
 }
+
+/// The Prometheus text at `port`'s `/metrics`.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics answer");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .expect("request sent");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("response read");
+    body
+}
+
+#[test]
+#[ignore = "needs root: record's kernel events on JACK2 (CI runs as root)"]
+fn record_on_jack2_counts_every_cycle_from_the_servers_clock() {
+    let _turn = take_turn();
+    let server = TestServer::start("xreccycles", 256);
+    let dir = scratch("record-cycles");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let _recorder = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+            .args([
+                "record",
+                "--server",
+                "jack",
+                "--jack-server",
+                server.name(),
+                "--duration",
+                "8s",
+                "--metrics",
+            ])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--db")
+            .arg(dir.join("history.db"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("record starts"),
+    );
+    // A calm graph: no xrun, so no wake chain is read; the cycles still count.
+    let cycles = |body: &str| -> f64 {
+        body.lines()
+            .filter(|l| l.starts_with("xrunlab_cycles_total"))
+            .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .sum()
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let (first, t0) = (cycles(&scrape(port)), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    let (second, span) = (cycles(&scrape(port)), t0.elapsed());
+    let expected = span.as_nanos() as f64 / PERIOD_NS as f64;
+    // Counted once a second: within two reports (and a loaded machine's slack) of the span's.
+    let counted = second - first;
+    assert!(
+        (counted - expected).abs() < 2.0 * 188.0 + expected * 0.1,
+        "{counted} cycles counted in {span:?}, {expected:.0} run"
+    );
+}

@@ -533,6 +533,12 @@ impl Watcher {
         self.st.jack_repeats
     }
 
+    /// Cycles the server ran since the last call, from its own clock (see
+    /// [`Source::cycles_run`]).
+    pub fn cycles_run(&mut self) -> Option<u64> {
+        self.source.cycles_run()
+    }
+
     /// The server's thread that runs the driver, where found: its mapping.
     pub fn server_thread(&self) -> Option<&Mapping> {
         self.st.server.as_ref().map(|s| &s.mapping)
