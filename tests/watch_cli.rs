@@ -1995,3 +1995,57 @@ fn record_on_jack2_counts_every_cycle_from_the_servers_clock() {
         "{counted} cycles counted in {span:?}, {expected:.0} run"
     );
 }
+
+#[test]
+#[ignore = "needs root: record reads JACK2's wake chain from the kernel's events (CI runs as root)"]
+fn record_on_jack2_names_a_client_that_joined_after_its_first_xrun() {
+    let _turn = take_turn();
+    let server = TestServer::start("xrecjoin", 256);
+    let dir = scratch("record-join");
+    let db = dir.join("history.db");
+    let late = |name: &str, seconds: &str| {
+        start_client({
+            let mut c = Command::new(late_client());
+            c.args([name, "40", "8000", seconds])
+                .env("JACK_DEFAULT_SERVER", server.name());
+            c
+        })
+    };
+    let first = late("first", "3");
+    let recorder = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args([
+            "record",
+            "--server",
+            "jack",
+            "--jack-server",
+            server.name(),
+            "--duration",
+            "10s",
+            "--db",
+        ])
+        .arg(&db)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("record starts");
+    // The recorder has read the wake chain around "first"'s xruns before "second" opens.
+    std::thread::sleep(Duration::from_secs(4));
+    drop(first);
+    let _second = late("second", "5");
+    let status = Reaped(recorder).0.wait().expect("record ends");
+    assert!(status.success(), "record: {status}");
+    let h = history_json(&db);
+    let xruns = h["xruns"].as_array().expect("xruns");
+    let of = |name: &str| {
+        xruns
+            .iter()
+            .filter(|x| x["node"] == name && x["culprit"] == name)
+            .count()
+    };
+    assert!(of("first") >= 3, "first: {h}");
+    // One every 213 ms for 5 s, less the recorder's last second.
+    assert!(
+        of("second") >= 10,
+        "{} of second's xruns named: {h}",
+        of("second")
+    );
+}

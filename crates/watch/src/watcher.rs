@@ -673,7 +673,11 @@ impl Watcher {
             let at = st.jack_xruns.pop_front().expect("checked");
             let period = st.detector.quantum().unwrap_or((0, 0));
             let mut unattributed = None;
-            if st.jack_chain.is_none() {
+            // Where nothing rebuilds the clients' cycles between xruns (`record`), the server's
+            // and clients' threads are looked up again here when they are old.
+            let stale =
+                |at: &Instant| reads_around_xruns(kernel) && at.elapsed() >= THREADS_REFRESH;
+            if st.jack_chain.as_ref().is_none_or(|(_, at)| stale(at)) {
                 st.jack_chain = self.source.chain().map(|c| (c, Instant::now()));
             }
             let chain = st.jack_chain.as_ref().map(|(c, _)| c.clone());
