@@ -66,8 +66,8 @@ fn attr_for(id: u16) -> sys::perf_event_attr {
     attr.set_disabled(1);
     attr.set_use_clockid(1);
     attr.set_write_backward(1);
-    // Nobody waits on the ring: a watermark as large as it is keeps the kernel from queueing
-    // wake-ups.
+    // Nobody waits on the ring: a byte watermark (0: half the ring) keeps the kernel from
+    // queueing a wake-up for every event.
     attr.set_watermark(1);
     attr
 }
