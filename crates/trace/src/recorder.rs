@@ -557,8 +557,11 @@ impl Tracer {
         state.stats.window_events = window_events.len();
         drop(state);
         let mut cpu = self.shared.cpu_lock();
-        // The sample that closes the window's context (the reader's may be 250 ms away).
-        cpu.sample(now_ns());
+        // The sample that closes the window's context (the reader's may be 250 ms away), unless
+        // one was taken after the window (by an earlier read of the same xrun's).
+        if cpu.newest_ns().is_none_or(|t| t < t1_ns) {
+            cpu.sample(now_ns());
+        }
         Window {
             t0_ns,
             t1_ns,
