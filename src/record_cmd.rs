@@ -22,11 +22,14 @@ use xrunlab_watch::{words, Card, KernelSide, Role, Source, WatchEvent, Watcher};
 
 /// How often the cycle counts, the graph's nodes and the followed threads are told to the store.
 const REPORT_EVERY: Duration = Duration::from_secs(1);
-/// How often the tracer's reader drains the kernel's rings, ms: watch's 10 ms keeps its live
-/// view prompt, which the recorder has none of. At 40 ms the reader's CPU on an idle JACK2
-/// graph fell by a third here (1.0 % to 0.7 % of a core); a 1 MiB ring per CPU holds far more
-/// than 40 ms of events, and a card waits for the drain past its window (a few polls at most).
-const TRACE_POLL_MS: u64 = 40;
+/// Each CPU's overwrite ring, KiB. The kernel keeps the newest events in it and they are read
+/// only around an xrun, so it must hold the oldest window a card reads until the card is made:
+/// JACK2's learning read (300 ms before the xrun's own 60 ms, read 80-180 ms after the xrun,
+/// about 0.55 s in all) and PipeWire's card (its cycle, read 70-170 ms after its deadline).
+/// A scheduler or interrupt record takes 56-100 bytes: 2 MiB is 21,000 or more, over 0.55 s
+/// at up to 38,000 events a second on one CPU (a busy 2-core machine here: a few thousand).
+/// A snapshot whose window the ring no longer held whole says so (`xrunlab_window_complete`).
+const RING_KIB_PER_CPU: usize = 2048;
 /// How often a server that went away is looked for again.
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 
@@ -156,8 +159,11 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
                             time_ns: unix_ns(SystemTime::now()),
                         });
                     }
+                    // Nothing reads the kernel's events between xruns (watch, with its live
+                    // view, drains them continuously).
                     let options = xrunlab_trace::TraceOptions {
-                        poll_ms: TRACE_POLL_MS,
+                        overwrite: true,
+                        ring_kib_per_cpu: RING_KIB_PER_CPU,
                         ..xrunlab_trace::TraceOptions::default()
                     };
                     watcher = Some(Watcher::new(
@@ -231,8 +237,15 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
         }
         if reported.elapsed() >= REPORT_EVERY {
             reported = Instant::now();
+            // JACK2's cycles are rebuilt from the wake chain only around xruns here: its own
+            // frame clock counts them all.
+            let seen = std::mem::take(&mut cycles);
+            let count = match w.reports_timing() {
+                true => seen,
+                false => w.cycles_run().unwrap_or(seen),
+            };
             let _ = handle.inputs.try_send(Input::Cycles {
-                count: std::mem::take(&mut cycles),
+                count,
                 wake_delays_ns: std::mem::take(&mut delays),
             });
             let now: BTreeSet<String> = w.names().values().map(|(n, _)| n.clone()).collect();

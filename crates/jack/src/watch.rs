@@ -208,6 +208,13 @@ impl JackWatch {
         names.into_iter().collect()
     }
 
+    /// The frame at the start of the server's current cycle (`jack_last_frame_time`): it grows
+    /// by one period with every cycle the server runs, and wraps at 2^32.
+    pub fn last_frame_time(&self) -> u32 {
+        // SAFETY: the client is open for as long as `self`; this only reads the server's clock.
+        unsafe { j::jack_last_frame_time(self.client.raw()) }
+    }
+
     /// The server's period, frames.
     pub fn buffer_size(&self) -> u32 {
         self.client.buffer_size()

@@ -20,6 +20,8 @@ pub struct JackSource {
     clients: BTreeMap<String, (u32, Option<i32>)>,
     next_id: u32,
     pending: VecDeque<SourceEvent>,
+    /// The server's frame clock when cycles were last counted, and frames short of a period.
+    frame_mark: (u32, u64),
 }
 
 /// Connects to `server` (or JACK_DEFAULT_SERVER, or `default`) without joining its graph.
@@ -29,7 +31,9 @@ pub fn open(server: Option<&str>) -> Result<JackSource, String> {
         .map(str::to_owned)
         .or_else(|| std::env::var("JACK_DEFAULT_SERVER").ok())
         .unwrap_or_else(|| "default".into());
+    let frame_mark = (watch.last_frame_time(), 0);
     let mut jack = JackSource {
+        frame_mark,
         watch,
         events,
         server: name,
@@ -125,6 +129,15 @@ impl Source for JackSource {
 
     fn server_name(&self) -> &str {
         "jackd"
+    }
+
+    fn cycles_run(&mut self) -> Option<u64> {
+        let now = self.watch.last_frame_time();
+        let (before, rest) = self.frame_mark;
+        let frames = u64::from(now.wrapping_sub(before)) + rest;
+        let period = u64::from(self.watch.buffer_size().max(1));
+        self.frame_mark = (now, frames % period);
+        Some(frames / period)
     }
 
     fn chain(&mut self) -> Option<WakeChain> {

@@ -91,6 +91,11 @@ impl CpuSampler {
         }
     }
 
+    /// When the newest sample was taken, ns.
+    pub fn newest_ns(&self) -> Option<u64> {
+        self.samples.back().map(|s| s.ts_ns)
+    }
+
     /// Takes one sample at `ts_ns` and forgets those older than the history kept.
     pub fn sample(&mut self, ts_ns: u64) {
         let steal = read_steal(&self.proc_root);

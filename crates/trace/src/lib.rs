@@ -75,6 +75,7 @@ pub mod culprits;
 pub mod decode;
 pub mod event;
 pub mod format;
+mod overwrite;
 mod perf;
 pub mod perfetto;
 pub mod procinfo;

@@ -42,7 +42,12 @@ fn builder_for(id: u16, cpu: usize, ring_bytes: usize) -> Builder<'static> {
     b
 }
 
-fn refused(spec: &EventSpec, cpu: usize, e: &io::Error, proc_root: &Path) -> TraceUnavailable {
+pub(crate) fn refused(
+    spec: &EventSpec,
+    cpu: usize,
+    e: &io::Error,
+    proc_root: &Path,
+) -> TraceUnavailable {
     let event = format!("{}:{}", spec.system, spec.name);
     let errno = e.raw_os_error().unwrap_or(0);
     if (errno == libc::EACCES || errno == libc::EPERM) && euid() != 0 {

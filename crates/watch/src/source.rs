@@ -49,6 +49,12 @@ pub trait Source {
     fn server_pid(&mut self) -> Option<i32> {
         None
     }
+    /// Cycles the server ran since the last call (or since it opened), from a clock of its own
+    /// where it keeps one (JACK2's frame counter), for callers that do not see every cycle;
+    /// `None` where it has none.
+    fn cycles_run(&mut self) -> Option<u64> {
+        None
+    }
     /// The name of the server's process as users know it (`pipewire`, `jackd`).
     fn server_name(&self) -> &str {
         "the server"

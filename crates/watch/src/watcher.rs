@@ -41,6 +41,13 @@ const AWAKE_HISTORY: usize = 32;
 const JACK_SAMPLE: Duration = Duration::from_millis(250);
 /// The most of the wake chain read per sample, ns (what the tracer still holds).
 const JACK_SAMPLE_SPAN_NS: u64 = 400_000_000;
+/// With a tracer in overwrite mode (`record`), JACK2's clients' cycles are not rebuilt every
+/// [`JACK_SAMPLE`]: the medians that find the late client come from the normal cycles in this
+/// much of the wake chain before an xrun's own stretch, read with the xrun ...
+const JACK_LEARN_SPAN_NS: u64 = 300_000_000;
+/// ... at most this often (the figures change slowly; a storm's every xrun reading 300 ms more
+/// would cost more than the rebuild it replaces).
+const JACK_LEARN_EVERY_NS: u64 = 10_000_000_000;
 /// How long the server's and clients' threads, read from /proc, are used before being read
 /// again (a graph change or a restarted server is seen within this).
 const THREADS_REFRESH: Duration = Duration::from_secs(3);
@@ -441,6 +448,12 @@ impl State {
     }
 }
 
+/// Whether the kernel's events are read only around an xrun (a tracer in overwrite mode, as
+/// `record` runs it): then nothing reads the wake chain between xruns.
+fn reads_around_xruns(kernel: &KernelSide) -> bool {
+    kernel.tracer.as_ref().is_some_and(|t| t.info().overwrite)
+}
+
 /// Follows a live graph and yields its xruns' cards.
 pub struct Watcher {
     source: Box<dyn Source>,
@@ -520,6 +533,12 @@ impl Watcher {
         self.st.jack_repeats
     }
 
+    /// Cycles the server ran since the last call, from its own clock (see
+    /// [`Source::cycles_run`]).
+    pub fn cycles_run(&mut self) -> Option<u64> {
+        self.source.cycles_run()
+    }
+
     /// The server's thread that runs the driver, where found: its mapping.
     pub fn server_thread(&self) -> Option<&Mapping> {
         self.st.server.as_ref().map(|s| &s.mapping)
@@ -577,7 +596,10 @@ impl Watcher {
             st.faults_sampled = Instant::now();
             st.sample_faults();
         }
-        if !self.source.reports_timing() && st.jack_sampled.elapsed() >= JACK_SAMPLE {
+        if !self.source.reports_timing()
+            && !reads_around_xruns(&self.kernel)
+            && st.jack_sampled.elapsed() >= JACK_SAMPLE
+        {
             st.jack_sampled = Instant::now();
             self.sample_jack_timing(&mut out);
         }
@@ -651,21 +673,44 @@ impl Watcher {
             let at = st.jack_xruns.pop_front().expect("checked");
             let period = st.detector.quantum().unwrap_or((0, 0));
             let mut unattributed = None;
-            if st.jack_chain.is_none() {
+            // Where nothing rebuilds the clients' cycles between xruns (`record`), the server's
+            // and clients' threads are looked up again here when they are old.
+            let stale =
+                |at: &Instant| reads_around_xruns(kernel) && at.elapsed() >= THREADS_REFRESH;
+            if st.jack_chain.as_ref().is_none_or(|(_, at)| stale(at)) {
                 st.jack_chain = self.source.chain().map(|c| (c, Instant::now()));
             }
             let chain = st.jack_chain.as_ref().map(|(c, _)| c.clone());
             let found = match (&kernel.tracer, chain) {
                 (Some(tracer), Some(chain)) => {
-                    let window = tracer
-                        .snapshot(at.saturating_sub(JACK_LOOKBACK_NS), at + JACK_LOOKAHEAD_NS);
+                    let own_from = at.saturating_sub(JACK_LOOKBACK_NS);
+                    let learn = reads_around_xruns(kernel)
+                        && st.jack_observed_until + JACK_LEARN_EVERY_NS <= own_from;
+                    let from = match learn {
+                        true => own_from.saturating_sub(JACK_LEARN_SPAN_NS),
+                        false => own_from,
+                    };
+                    let window = tracer.snapshot(from, at + JACK_LOOKAHEAD_NS);
                     let (threads, counts) =
                         pick_threads(&window.events, chain.server_tid, &chain.clients);
                     for (id, _, tid) in &threads.clients {
                         let wakes = counts.iter().find(|c| c.0 == *id).map_or(0, |c| c.1);
                         st.jack_threads.insert(*id, (*tid, wakes));
                     }
-                    let cycles = derive_cycles(&window.events, &threads, chain.period);
+                    let mut cycles = derive_cycles(&window.events, &threads, chain.period);
+                    if learn {
+                        // The cycles before the xrun's own stretch teach the figures; the rest
+                        // are looked at as without learning.
+                        let (before, own): (Vec<Cycle>, Vec<Cycle>) = cycles
+                            .into_iter()
+                            .partition(|c| c.driver.signal_ns < own_from);
+                        for c in before {
+                            st.detector.observe(&c);
+                            out.push(WatchEvent::Cycle(c));
+                        }
+                        st.jack_observed_until = own_from;
+                        cycles = own;
+                    }
                     // The medians come from the nodes' figures so far: a local detector learns
                     // them from the figures' owner, then finds the late cycles in the window.
                     let mut local = st.detector.clone_figures();
