@@ -120,7 +120,7 @@ cargo test --workspace --features jack,pipewire,soak-client --locked --no-run \
 # which explores the render cycle's driver/worker hand-off (rt/loom_model.rs, the futex model in
 # rt/sync.rs) over every interleaving with at most 2 preemptions per schedule (its own target
 # dir: --cfg loom rebuilds every crate). Each in its own target dir, so no test's cargo waits
-# on their lock; at the lowest priority. They must be over before the live watch tests start:
+# on their lock; at the lowest priority. They must be over before the live tests start:
 # a clean-clone run failed two of those with their real-time clients held behind the compiler.
 step "background: the package's release build, then loom (logs in target/background-*.log)"
 (
@@ -135,18 +135,24 @@ background=$!
 
 # Runs the test binaries that cargo compiled above, as `cargo test` does (each from its
 # package's directory, with --include-ignored: tests that need root or an installed service are
-# #[ignore]d with their reason and run here, as CI runs as root), choosing by name: `live` runs
-# the live watch and JACK tests (tests/watch_cli.rs, tests/jack_cli.rs), `rest` every other.
+# #[ignore]d with their reason and run here, as CI runs as root), choosing: `live` runs those
+# that time real-time threads on real servers or the kernel (the binary's watch and JACK tests,
+# and every test of the jack, pipewire, engine, record and trace crates), `rest` every other.
 run_test_binaries() {
   python3 - "$1" target/test-binaries.jsonl >target/test-binaries-"$1".tsv <<'PY'
 import json, os, sys
-live = {"watch_cli", "jack_cli"}
+live_targets = {"watch_cli", "jack_cli"}
+live_crates = {"jack", "pipewire", "engine", "record", "trace"}
 for line in open(sys.argv[2]):
     m = json.loads(line)
     if m.get("reason") != "compiler-artifact" or not m.get("executable") or not m["profile"]["test"]:
         continue
-    if (m["target"]["name"] in live) == (sys.argv[1] == "live"):
-        print(os.path.dirname(m["manifest_path"]), m["executable"], sep="\t")
+    crate_dir = os.path.dirname(m["manifest_path"])
+    live = m["target"]["name"] in live_targets or (
+        os.path.basename(os.path.dirname(crate_dir)) == "crates"
+        and os.path.basename(crate_dir) in live_crates)
+    if live == (sys.argv[1] == "live"):
+        print(crate_dir, m["executable"], sep="\t")
 PY
   while IFS=$'\t' read -r dir exe; do
     printf '     Running %s\n' "${exe#"$PWD"/}"
@@ -154,7 +160,7 @@ PY
   done <target/test-binaries-"$1".tsv
 }
 
-step "tests (all but the live watch tests)"
+step "tests (all but the live ones)"
 run_test_binaries rest
 cargo test --workspace --features jack,pipewire,soak-client --locked --doc
 step browser tests
@@ -170,7 +176,7 @@ if ! wait "$background"; then
 fi
 # The model must have run and passed, not been filtered away.
 grep -E '^test result: ok\. [1-9]' target/background-loom.log
-step "live watch tests (nothing compiles beside them)"
+step "live tests (nothing compiles beside them)"
 run_test_binaries live
 step Debian package
 # The Debian package: built from the release build above, installed with dpkg, run from
