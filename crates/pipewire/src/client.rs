@@ -11,7 +11,7 @@ use crate::record::{parse_profile, PodError, ProfilerRecord};
 use pipewire as pw;
 use pipewire::spa::sys as spa_sys;
 use pipewire::sys as pw_sys;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::fmt;
@@ -24,6 +24,12 @@ use std::time::Duration;
 pub const PROFILER_INTERFACE: &str = "PipeWire:Interface:Profiler";
 /// `PW_VERSION_PROFILER`.
 const PROFILER_VERSION: u32 = 3;
+
+/// How often the loop thread reads the server once connected. The profiler sends a record every
+/// cycle (375 a second at 128 frames; PipeWire 1.4 sends each alone): waking for each cost this
+/// thread and watch's main thread a context switch apiece, most of watch's CPU on 1.4. The
+/// socket holds what comes in between (a few kilobytes), and a card waits at most this long.
+const READ_EVERY: Duration = Duration::from_millis(20);
 
 /// A node of the graph, from the registry (its pid from its client's properties).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -339,9 +345,14 @@ fn run_loop(
     let bind_error: Rc<RefCell<Option<Error>>> = Rc::new(RefCell::new(None));
     let graph = Rc::new(RefCell::new(Graph::default()));
 
+    // Set when the loop must end (asked to, or the server closed the connection).
+    let stopped = Rc::new(Cell::new(false));
     let _quit = quit.attach(mainloop.loop_(), {
-        let mainloop = mainloop.clone();
-        move |()| mainloop.quit()
+        let (mainloop, stopped) = (mainloop.clone(), stopped.clone());
+        move |()| {
+            stopped.set(true);
+            mainloop.quit()
+        }
     });
 
     let _registry_listener = registry
@@ -441,9 +452,10 @@ fn run_loop(
             }
         })
         .error({
-            let (events, mainloop) = (events.clone(), mainloop.clone());
+            let (events, mainloop, stopped) = (events.clone(), mainloop.clone(), stopped.clone());
             move |id, _seq, res, message| {
                 if id == pw::core::PW_ID_CORE {
+                    stopped.set(true);
                     let _ = events.send(Event::Disconnected(format!(
                         "the PipeWire server closed the connection: {message} ({})",
                         std::io::Error::from_raw_os_error(-res)
@@ -471,7 +483,11 @@ fn run_loop(
         .take()
         .unwrap_or_else(|| "unknown".to_owned());
     let _ = ready.send(Ok(version));
-    mainloop.run();
+    // Read in batches (READ_EVERY), each drained without blocking until nothing is left.
+    while !stopped.get() {
+        std::thread::sleep(READ_EVERY);
+        while !stopped.get() && mainloop.loop_().iterate(pw::loop_::Timeout::None) > 0 {}
+    }
     // The proxy goes before the core that owns its connection.
     binding.borrow_mut().take();
     Ok(())

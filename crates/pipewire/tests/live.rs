@@ -139,3 +139,64 @@ fn no_server_is_a_clear_error() {
     };
     assert!(err.contains("no PipeWire server answered"), "{err}");
 }
+
+/// The voluntary context switches of this process's thread named `name`.
+fn switches_of_thread(name: &str) -> Option<u64> {
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
+        let dir = t.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        (comm.trim() == name).then_some(())?;
+        let status = std::fs::read_to_string(dir.join("status")).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+#[ignore = "needs pipewire and pipewire-jack (test.sh installs them and runs this with --include-ignored)"]
+fn the_loop_thread_reads_the_profiler_in_batches_not_once_a_cycle() {
+    // At 128 frames the profiler sends 375 records a second (1.4 each on its own); waking the
+    // loop thread for each was most of watch's CPU there.
+    for build in xrunlab_jack_testkit::PipeWireBuild::all() {
+        let pw = TestPipeWire::start_build(&build, 128);
+        let mut child = pw
+            .pw_jack(&late_client())
+            .args(["calm", "1000000", "10", "30"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("pw-jack client");
+        let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+        let _child = Reaped(child);
+        assert!(
+            lines.next().and_then(Result::ok).is_some(),
+            "{}: the client never ran",
+            build.label()
+        );
+        let profiler = Profiler::connect(&options(&pw)).expect("profiler");
+        let cycles = |within| {
+            until(&profiler, within, |_| false)
+                .iter()
+                .filter(|e| matches!(e, Event::Cycle(_)))
+                .count()
+        };
+        cycles(Duration::from_millis(500));
+        let before = switches_of_thread("xrl-pipewire").expect("the loop thread");
+        let seen = cycles(Duration::from_secs(2));
+        let after = switches_of_thread("xrl-pipewire").expect("the loop thread");
+        assert!(
+            seen > 300,
+            "{}: only {seen} cycles in 2 s at 128 frames",
+            build.label()
+        );
+        assert!(
+            (after - before) * 4 < seen as u64,
+            "{}: the loop thread woke {} times for {seen} cycles",
+            build.label(),
+            after - before
+        );
+    }
+}
