@@ -417,6 +417,28 @@ impl TaskLookup for Hogs {
     }
 }
 
+/// The card of node7's xrun `x` (its thread, tid 4243, found from the fixture /proc) over a
+/// window from 20 ms before `signal` to 10 ms after it holding `events`, with the hog known.
+fn node7_card(x: &xrunlab_watch::Xrun, signal: u64, events: Vec<TraceEvent>) -> Card {
+    let window = Window {
+        t0_ns: signal - 20_000_000,
+        t1_ns: signal + 10_000_000,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let t = procs();
+    let mapping = map_node(t.path(), Some(4242));
+    card(
+        x,
+        None,
+        Some(mapping),
+        Kernel::Window(&window, &Hogs),
+        &NoThreads,
+    )
+}
+
 #[test]
 fn a_node_held_off_its_cpu_by_a_fifo_hog_woke_late_and_the_card_names_the_hog() {
     let signal = start(20) + US;
@@ -460,23 +482,7 @@ fn a_node_held_off_its_cpu_by_a_fifo_hog_woke_late_and_the_card_names_the_hog() 
         ),
     ];
     events.sort_by_key(|e| e.ts_ns);
-    let window = Window {
-        t0_ns: signal - 20_000_000,
-        t1_ns: signal + 10_000_000,
-        events,
-        lost_events: 0,
-        complete: true,
-        ..Default::default()
-    };
-    let t = procs();
-    let mapping = map_node(t.path(), Some(4242));
-    let c = card(
-        &x,
-        None,
-        Some(mapping),
-        Kernel::Window(&window, &Hogs),
-        &NoThreads,
-    );
+    let c = node7_card(&x, signal, events);
     assert_eq!(c.kind, Kind::NodeWokeLate, "{c:?}");
     let k = c.kernel.as_ref().expect("kernel account");
     let culprit = k.main_culprit.as_ref().expect("a culprit");
@@ -1446,23 +1452,7 @@ fn a_node_whose_overrun_began_cycles_before_the_record_has_that_run_as_its_accou
             ("swapper/1", 0, 120),
         ),
     ];
-    let window = Window {
-        t0_ns: signal - 20_000_000,
-        t1_ns: signal + 10_000_000,
-        events,
-        lost_events: 0,
-        complete: true,
-        ..Default::default()
-    };
-    let t = procs();
-    let mapping = map_node(t.path(), Some(4242));
-    let c = card(
-        &x,
-        None,
-        Some(mapping),
-        Kernel::Window(&window, &Hogs),
-        &NoThreads,
-    );
+    let c = node7_card(&x, signal, events);
     assert_eq!(c.kind, Kind::NodeRanLong, "{c:?}");
     assert_eq!(c.root_step().map(|s| s.name.as_str()), Some("node7"));
     let k = c.kernel.as_ref().expect("kernel account");
