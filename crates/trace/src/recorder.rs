@@ -51,7 +51,10 @@ impl Default for TraceOptions {
     fn default() -> TraceOptions {
         TraceOptions {
             roots: Roots::default(),
-            window_ms: 500,
+            // 2 s: a card is built about 20 ms after its buffer, but on a loaded machine the
+            // thread that builds it can be held back for hundreds of ms (a 500 ms window left a
+            // CI run's card without its buffer's start).
+            window_ms: 2000,
             max_events: 200_000,
             ring_kib_per_cpu: 1024,
             poll_ms: 10,
@@ -474,9 +477,10 @@ impl Tracer {
         &self.info
     }
 
-    /// Waits (at most a few poll periods) until the reader has drained past `t_ns`.
+    /// Waits (at most a few poll periods and a quarter second, for a reader held back on a
+    /// loaded machine) until the reader has drained past `t_ns`.
     fn wait_drained(&self, t_ns: u64) -> bool {
-        let give_up = now_ns() + 4 * self.poll.as_nanos() as u64 + 50_000_000;
+        let give_up = now_ns() + 4 * self.poll.as_nanos() as u64 + 250_000_000;
         loop {
             if self.shared.drained_until_ns.load(Ordering::Acquire) >= t_ns {
                 return true;
