@@ -79,6 +79,29 @@ if [ ${#need_pip[@]} -gt 0 ]; then
   export PATH="$PWD/target/tools/bin:$PATH"
 fi
 
+# Two compiles that no test waits for, started now, once their build needs are installed, so
+# that they use the CPU the steps below leave idle (clippy's and the build's narrow stretches,
+# then the tests that mostly wait on servers): the Debian package's release build (profile
+# dist, in target/pkg) and the race checker, loom, which explores the render cycle's
+# driver/worker hand-off (rt/loom_model.rs, the futex model in rt/sync.rs) over every
+# interleaving with at most 2 preemptions per schedule (its own target dir: --cfg loom rebuilds
+# every crate). Each in its own target dir, so no cargo below waits on their lock, and at the
+# lowest priority, so the steps below keep the CPU when they want it. They must be over before
+# the live tests start: a clean-clone run failed two of those with their real-time clients held
+# behind the compiler, and one with a SCHED_IDLE compiler beside it. Each runs in its own
+# session, so that a failing step stops them with it (the trap).
+step "background: the package's release build and loom (logs in target/background-*.log)"
+mkdir -p target
+setsid bash -c 'exec nice -n 19 env CARGO_TARGET_DIR=target/pkg \
+  cargo build --profile dist --locked --features jack,pipewire --bin xrunlab' \
+  >target/background-dist.log 2>&1 &
+background_dist=$!
+setsid bash -c 'exec nice -n 19 env LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" \
+  CARGO_TARGET_DIR=target/loom cargo test -p xrunlab-engine --release --lib --locked loom' \
+  >target/background-loom.log 2>&1 &
+background_loom=$!
+trap 'kill -- -"$background_dist" -"$background_loom" 2>/dev/null || true' EXIT
+
 # Tests that need root or an installed service are #[ignore]d with their reason
 # and run here (CI runs as root), so a run without them never passes silently.
 # The rules the code claims, checked rather than remembered: formatting, clippy with warnings
@@ -105,33 +128,19 @@ step PipeWire 1.4.2 unpacked
 # The live PipeWire tests run on the system's PipeWire (Debian 12's 0.3.65) and on 1.4.2, which
 # most users run: unpacked (not installed) under target/pw-1.4 from Debian's bookworm-backports.
 bash tests/pipewire-1.4.sh
-step build
-# The JACK and watch tests drive a real late client and an RT hog (crates/jack-testkit); cargo
-# builds a package's binaries only for that package's tests, so build them first (with the
-# features of the test run below, so that it and the browser tests reuse these builds).
-cargo build --workspace --bins --features jack,pipewire,soak-client --locked
-step compile the tests
+step "build and compile the tests"
+# One build of everything the tests run, with the features `cargo test` resolves: its
+# dev-dependencies switch features on in shared crates (xrunlab-results and all above it), so a
+# plain `cargo build --bins` before it compiled those crates and the binary a second time. The
+# JACK and watch tests drive a real late client and an RT hog (crates/jack-testkit's binaries,
+# which `cargo test` alone builds only for that package's own tests), so --bins; the browser
+# tests read the History view from an example's history, so --examples.
 # soak-client: `bench soak --dashboard`'s WebSocket reader (tests/cli/soak.rs), not shipped.
+cargo build --workspace --bins --tests --examples --features jack,pipewire,soak-client --locked
+# The list of test binaries (nothing left to compile: the same units as above).
 cargo test --workspace --features jack,pipewire,soak-client --locked --no-run \
   --message-format=json-render-diagnostics >target/test-binaries.jsonl
 
-# Two compiles that no test waits for, started now so that they use the CPU the tests leave idle:
-# the Debian package's release build (profile dist, in target/pkg) and the race checker, loom,
-# which explores the render cycle's driver/worker hand-off (rt/loom_model.rs, the futex model in
-# rt/sync.rs) over every interleaving with at most 2 preemptions per schedule (its own target
-# dir: --cfg loom rebuilds every crate). Each in its own target dir, so no test's cargo waits
-# on their lock; at the lowest priority. They must be over before the live tests start:
-# a clean-clone run failed two of those with their real-time clients held behind the compiler.
-step "background: the package's release build, then loom (logs in target/background-*.log)"
-(
-  nice -n 19 env CARGO_TARGET_DIR=target/pkg \
-    cargo build --profile dist --locked --features jack,pipewire --bin xrunlab \
-    >target/background-dist.log 2>&1
-  LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-    nice -n 19 cargo test -p xrunlab-engine --release --lib --locked loom \
-    >target/background-loom.log 2>&1
-) &
-background=$!
 
 # Runs the test binaries that cargo compiled above, as `cargo test` does (each from its
 # package's directory, with --include-ignored: tests that need root or an installed service are
@@ -164,16 +173,18 @@ step "tests (all but the live ones)"
 run_test_binaries rest
 cargo test --workspace --features jack,pipewire,soak-client --locked --doc
 step browser tests
-# The browser tests drive the binary the Rust tests just built (with JACK).
-cargo build --features jack,pipewire,soak-client --locked --bin xrunlab
+# The browser tests drive the binary the Rust tests just ran (with JACK and PipeWire).
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh
 
 step "waiting for the background compiles"
-if ! wait "$background"; then
-  tail -n 40 target/background-dist.log target/background-loom.log >&2 || true
-  echo "test.sh: the package's release build or loom failed (logs above)" >&2
-  exit 1
-fi
+for job in dist loom; do
+  pid_var="background_$job"
+  if ! wait "${!pid_var}"; then
+    tail -n 40 "target/background-$job.log" >&2 || true
+    echo "test.sh: the background $job job failed (its log's end above)" >&2
+    exit 1
+  fi
+done
 # The model must have run and passed, not been filtered away.
 grep -E '^test result: ok\. [1-9]' target/background-loom.log
 step "live tests (nothing compiles beside them)"
