@@ -6,9 +6,15 @@
 use crate::{Block, Event, Options, Profiler, ProfilerRecord, Status};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::mpsc::RecvTimeoutError;
+use std::sync::mpsc::TryRecvError;
 use std::time::Duration;
 use xrunlab_watch::{Cycle, NodeInfo, NodeStatus, NodeTiming, Source, SourceEvent};
+
+/// How long [`PipeWireSource::next`] sleeps when nothing is queued. The profiler's loop thread
+/// reads the server's records in batches, one every 20 ms (client.rs); waiting on the channel
+/// woke this thread once per record of each batch (a futex wake and a switch each, 375 a second
+/// at 128 frames), where a sleep takes the whole batch at one wake-up.
+const POLL: Duration = Duration::from_millis(20);
 
 /// A PipeWire server watched through its profiler.
 pub struct PipeWireSource {
@@ -108,7 +114,14 @@ pub fn cycle(r: &ProfilerRecord) -> Cycle {
 
 impl Source for PipeWireSource {
     fn next(&mut self, timeout: Duration) -> Option<SourceEvent> {
-        match self.profiler.events().recv_timeout(timeout) {
+        let event = match self.profiler.events().try_recv() {
+            Err(TryRecvError::Empty) => {
+                std::thread::sleep(timeout.min(POLL));
+                self.profiler.events().try_recv()
+            }
+            got => got,
+        };
+        match event {
             Ok(Event::Cycle(r)) => Some(SourceEvent::Cycle(cycle(&r))),
             Ok(Event::Node(n)) => Some(SourceEvent::Node(NodeInfo {
                 id: n.id,
@@ -123,8 +136,8 @@ impl Source for PipeWireSource {
             ))),
             Ok(Event::RawPod(_)) => None,
             Ok(Event::Disconnected(why)) => Some(SourceEvent::Ended(why)),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => Some(SourceEvent::Ended(
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(SourceEvent::Ended(
                 "the PipeWire connection's thread ended".into(),
             )),
         }
