@@ -22,14 +22,6 @@ use xrunlab_watch::{words, Card, KernelSide, Role, Source, WatchEvent, Watcher};
 
 /// How often the cycle counts, the graph's nodes and the followed threads are told to the store.
 const REPORT_EVERY: Duration = Duration::from_secs(1);
-/// Each CPU's overwrite ring, KiB. The kernel keeps the newest events in it and they are read
-/// only around an xrun, so it must hold the oldest window a card reads until the card is made:
-/// JACK2's learning read (300 ms before the xrun's own 60 ms, read 80-180 ms after the xrun,
-/// about 0.55 s in all) and PipeWire's card (its cycle, read 70-170 ms after its deadline).
-/// A scheduler or interrupt record takes 56-100 bytes: 2 MiB is 21,000 or more, over 0.55 s
-/// at up to 38,000 events a second on one CPU (a busy 2-core machine here: a few thousand).
-/// A snapshot whose window the ring no longer held whole says so (`xrunlab_window_complete`).
-const RING_KIB_PER_CPU: usize = 2048;
 /// How often a server that went away is looked for again.
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 
@@ -159,16 +151,11 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
                             time_ns: unix_ns(SystemTime::now()),
                         });
                     }
-                    // Nothing reads the kernel's events between xruns (watch, with its live
-                    // view, drains them continuously).
-                    let options = xrunlab_trace::TraceOptions {
-                        overwrite: true,
-                        ring_kib_per_cpu: RING_KIB_PER_CPU,
-                        ..xrunlab_trace::TraceOptions::default()
-                    };
+                    // Nothing reads the kernel's events between xruns, on either server (watch
+                    // on JACK2, with its live view, drains them continuously).
                     watcher = Some(Watcher::new(
                         source,
-                        KernelSide::start_with(args.no_kernel, &options),
+                        KernelSide::start_with(args.no_kernel, &KernelSide::around_xruns()),
                     ));
                 }
                 Err(e)

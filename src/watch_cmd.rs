@@ -169,7 +169,7 @@ pub fn watch(args: &WatchArgs) -> Result<(), Failure> {
     let source = open_source(args)?;
     let server = source.describe();
     let reports_timing = source.reports_timing();
-    let mut watcher = Watcher::new(source, KernelSide::start(args.no_kernel));
+    let mut watcher = Watcher::new(source, KernelSide::start(args.no_kernel, reports_timing));
     let trace = match &args.trace {
         Some(p) => Some(PerfettoWriter::to_writer(
             PartialFile::with_capacity(p, 1 << 16)?,

@@ -14,7 +14,7 @@
 //!
 //! Anything past what is known is ignored; a missing optional field is `None`.
 //!
-//! The pod is read in place, field by field, once [`check_framing`] has checked that every
+//! The pod is read in place, field by field, once `check_framing` has checked that every
 //! container is tiled exactly by its children and every value has its type's size. libspa's
 //! `PodDeserializer` into `Value` did this before: it builds a tree with a `Vec` for each Struct
 //! and a `String` for each name, every cycle, which was a fifth of watch's CPU on PipeWire 1.4.2

@@ -66,10 +66,36 @@ pub struct KernelSide {
     pub cpus: Vec<usize>,
 }
 
+/// Each CPU's overwrite ring, KiB, where the kernel's events are read only around an xrun. The
+/// kernel keeps the newest events in it, so it must hold the oldest window a card reads until
+/// the card is made: JACK2's learning read in `record` (300 ms before the xrun's own 60 ms, read
+/// 80-180 ms after the xrun, about 0.55 s in all) and PipeWire's card (its cycle, read 70-170 ms
+/// after its deadline). A scheduler or interrupt record takes 56-100 bytes: 2 MiB is 21,000 or
+/// more, over 0.55 s at up to 38,000 events a second on one CPU (a busy 2-core machine here: a
+/// few thousand). A window the ring no longer held whole says so (`complete` false, and the
+/// card's verdict says "incomplete").
+pub const OVERWRITE_RING_KIB: usize = 2048;
+
 impl KernelSide {
     /// Starts the tracer on every online CPU, unless `no_kernel`; a refusal is kept as words.
-    pub fn start(no_kernel: bool) -> KernelSide {
-        KernelSide::start_with(no_kernel, &TraceOptions::default())
+    /// The kernel's events are read only around an xrun (overwrite rings) where the server
+    /// reports every node's timing itself (`reports_timing`: PipeWire's profiler), and drained
+    /// all the time where the cycles come from the kernel's wake chain (JACK2).
+    pub fn start(no_kernel: bool, reports_timing: bool) -> KernelSide {
+        match reports_timing {
+            true => KernelSide::start_with(no_kernel, &KernelSide::around_xruns()),
+            false => KernelSide::start_with(no_kernel, &TraceOptions::default()),
+        }
+    }
+
+    /// The tracer's options for reading the kernel's events only around an xrun (what `record`
+    /// runs, and `watch` on PipeWire): between xruns the kernel writes into rings nobody reads.
+    pub fn around_xruns() -> TraceOptions {
+        TraceOptions {
+            overwrite: true,
+            ring_kib_per_cpu: OVERWRITE_RING_KIB,
+            ..TraceOptions::default()
+        }
     }
 
     /// [`KernelSide::start`] with the tracer's `options` (`record` drains less often).
