@@ -57,6 +57,7 @@ fn account(verdict: &str, main: Option<KernelCulprit>, waited_us: f64) -> Kernel
         interrupt_us: 35.0,
         migrations: 1,
         lost_events: 0,
+        window_complete: true,
     }
 }
 

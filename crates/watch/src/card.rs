@@ -98,6 +98,11 @@ pub struct KernelAccount {
     pub migrations: usize,
     /// Kernel events lost in the window: the account may miss causes.
     pub lost_events: u64,
+    /// False when the kernel's window did not reach over the whole span the account covers
+    /// (an overwrite ring that no longer held its start, a reader that had not caught up): the
+    /// account may miss causes. Records written before this field read as complete.
+    #[serde(default = "complete")]
+    pub window_complete: bool,
     /// Every task and interrupt that took time from the thread, most first (at most 8).
     #[serde(default)]
     pub culprits: Vec<KernelCulprit>,
@@ -256,8 +261,13 @@ fn account(card: &BlameCard) -> KernelAccount {
         interrupt_us: thread.map_or(0.0, |t| t.interrupt_us),
         migrations: thread.map_or(0, |t| t.migrations.len()),
         lost_events: card.lost_events,
+        window_complete: card.window_complete,
         culprits,
     }
+}
+
+fn complete() -> bool {
+    true
 }
 
 /// Whether the kernel's account says the thread barely ran, waiting on a CPU where nothing else

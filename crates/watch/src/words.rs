@@ -299,5 +299,24 @@ pub fn verdict(card: &Card) -> String {
         Some(Confidence::Low) if card.kernel.is_some() => " [thread mapping: low confidence]",
         _ => "",
     };
-    format!("{head}: {what}{extra}{confidence}")
+    format!("{head}: {what}{extra}{confidence}{}", gaps(card))
+}
+
+/// What the line adds when a kernel account on the card may miss causes: events the kernel
+/// lost, or a window that did not reach over the whole span.
+fn gaps(card: &Card) -> String {
+    let accounts = card
+        .kernel
+        .iter()
+        .chain(card.root.as_ref().and_then(|r| r.account.as_ref()));
+    let (lost, incomplete) = accounts.fold((0, false), |(lost, incomplete), k| {
+        (lost + k.lost_events, incomplete || !k.window_complete)
+    });
+    match (lost, incomplete) {
+        (0, false) => String::new(),
+        (0, true) => " [kernel events incomplete: the window did not reach over the whole \
+                     cycle; causes may be missing]"
+            .to_owned(),
+        (n, _) => format!(" [kernel events incomplete: {n} lost; causes may be missing]"),
+    }
 }

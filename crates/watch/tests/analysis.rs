@@ -281,6 +281,7 @@ fn an_account_that_says_a_busy_thread_never_ran_on_an_idle_cpu_is_left_out_as_a_
         interrupt_us: 0.0,
         migrations: 0,
         lost_events: 0,
+        window_complete: true,
         culprits: vec![],
     };
     let busy = Some(8_100_000);
@@ -622,6 +623,50 @@ fn the_callback_thread_is_the_one_the_server_wakes() {
 }
 
 #[test]
+fn a_card_whose_kernel_window_was_incomplete_or_lost_events_says_its_causes_may_be_missing() {
+    let x = first_xrun(node(7, start(20) + US, 20 * US, None, NodeStatus::Awake));
+    let mut c = card(&x, None, None, Kernel::Missing("not recorded"), &NoThreads);
+    let account = |lost_events: u64, window_complete: bool| KernelAccount {
+        verdict: String::new(),
+        main_culprit: None,
+        waited_us: 0.0,
+        ran_us: 4000.0,
+        blocked_us: 0.0,
+        interrupt_us: 0.0,
+        migrations: 0,
+        lost_events,
+        window_complete,
+        culprits: vec![],
+    };
+    c.kernel = Some(account(0, true));
+    let whole = words::verdict(&c);
+    assert!(!whole.contains("incomplete"), "{whole}");
+    c.kernel = Some(account(0, false));
+    let cut = words::verdict(&c);
+    assert!(
+        cut.ends_with(
+            " [kernel events incomplete: the window did not reach over the whole cycle; causes \
+             may be missing]"
+        ),
+        "{cut}"
+    );
+    c.kernel = Some(account(12, true));
+    let lost = words::verdict(&c);
+    assert!(
+        lost.ends_with(" [kernel events incomplete: 12 lost; causes may be missing]"),
+        "{lost}"
+    );
+    // A record written before the field existed reads as complete.
+    let mut json = serde_json::to_value(&c).unwrap();
+    json["kernel"]
+        .as_object_mut()
+        .unwrap()
+        .remove("window_complete");
+    let back: Card = serde_json::from_value(json).unwrap();
+    assert!(back.kernel.unwrap().window_complete);
+}
+
+#[test]
 fn names_from_other_programs_reach_the_verdict_with_their_control_characters_escaped() {
     let x = first_xrun(node(7, start(20) + US, 20 * US, None, NodeStatus::Awake));
     let mut c = card(&x, None, None, Kernel::Missing("not recorded"), &NoThreads);
@@ -643,6 +688,7 @@ fn names_from_other_programs_reach_the_verdict_with_their_control_characters_esc
         interrupt_us: 0.0,
         migrations: 0,
         lost_events: 0,
+        window_complete: true,
         culprits: vec![],
     });
     let text = words::verdict(&c);
