@@ -527,13 +527,15 @@ impl Detector {
 /// A follower as this cycle's lateness reads it: one signalled again a period after it last woke
 /// and not awake since (`Triggered`, its awake and finish half a period or more before its
 /// signal) has not started in the cycle its signal began, so its stale awake is dropped (its
-/// span runs from its signal, not awake). PipeWire 1.4 records a client held off its CPU so,
+/// span runs from its signal, not awake). So is one `Awake` with an awake that old: 1.4.2 also
+/// records a client the driver's late start held back so, its awake and finish three cycles
+/// old (recorded under `record` with an RT hog on the server's CPU: "ran long: BUSY 12 µs"). PipeWire 1.4 records a client held off its CPU so,
 /// its awake and finish still the cycle's before, in time; read as they stand they said "ran
 /// long, BUSY 6 µs" and the kernel's account covered those 6 µs, not the hog that held the
 /// thread off from its signal on (measured on 1.4.2: 8 of 8 cards, the hog named in none).
 fn not_awake_since_its_signal(c: &Cycle, f: &NodeTiming) -> NodeTiming {
     let mut f = f.clone();
-    if f.status == NodeStatus::Triggered
+    if matches!(f.status, NodeStatus::Triggered | NodeStatus::Awake)
         && f.awake_ns > 0
         && f.awake_ns.saturating_add(c.period_ns() / 2) <= f.signal_ns
     {

@@ -1336,6 +1336,31 @@ fn two_nodes_the_driver_held_back_in_one_cycle_are_one_card_of_the_driver() {
 }
 
 #[test]
+fn on_pipewire_1_4_a_node_awake_with_an_awake_cycles_old_never_started_and_did_not_run_long() {
+    // PipeWire 1.4.2, recorded under `record` with an RT hog starving the server's thread: the
+    // client `Awake`, its awake and finish 17 ms before its signal (12 µs apart). The card said
+    // "ran long: BUSY 12 µs"; it never started in this cycle.
+    let signal = start(20) + 4 * US;
+    let x = first_xrun(NodeTiming {
+        id: 7,
+        name: "node7".into(),
+        signal_ns: signal,
+        awake_ns: signal - 17_000 * US,
+        finish_ns: signal - 16_988 * US,
+        status: NodeStatus::Awake,
+        xruns: None,
+    });
+    assert_eq!(x.evidence, Evidence::StillRunning);
+    assert_eq!(
+        x.path[0].finding,
+        xrunlab_watch::Finding::WokeLate,
+        "{:?}",
+        x.path
+    );
+    assert_eq!(x.node.as_ref().map(|n| n.awake_ns), Some(0));
+}
+
+#[test]
 fn on_pipewire_1_4_a_node_signalled_again_and_held_off_its_cpu_woke_late_behind_the_hog() {
     // PipeWire 1.4.2, measured: a client held off its CPU by a SCHED_FIFO hog is recorded in
     // the cycle before, `Triggered`, its signal already the next cycle's and its awake and
