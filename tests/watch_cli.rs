@@ -146,11 +146,30 @@ fn check_every_overrun_named(records: &[Value], induced: &[u64], from: u64, to: 
             "the overrun at {t} ns has no card naming \"late\":\n{stdout}"
         );
     }
-    // Of the cards that name a node, at least 95 % name the client. A driver-side card names
+    // Of the cards whose root is a node, at least 95 % name the client. A driver-side card names
     // none: the server reported an xrun while every client was in time (JACK2's dummy driver
-    // does so now and then after a late client's cycle); those must stay rare.
-    let named = records.iter().filter(|r| node_name(r) == "late").count();
-    let naming = records.iter().filter(|r| !node_name(r).is_empty()).count();
+    // does so now and then after a late client's cycle); those must stay rare. A card rooted
+    // in the driver (its late start, its device's or timer's interrupt) names the node that
+    // missed only as the one it held back: on this VM the dummy driver's timer interrupt came
+    // 5.9 ms late once in three 0.3.65 runs, and the bystander missed that cycle.
+    let driver_rooted = |r: &Value| {
+        ["driver_woke_late", "interrupt_late", "driver_ran_long"]
+            .contains(&r["card"]["kind"].as_str().unwrap_or(""))
+    };
+    let named = records
+        .iter()
+        .filter(|r| !driver_rooted(r) && node_name(r) == "late")
+        .count();
+    let naming = records
+        .iter()
+        .filter(|r| !driver_rooted(r) && !node_name(r).is_empty())
+        .count();
+    let rooted_in_driver = records.iter().filter(|r| driver_rooted(r)).count();
+    assert!(
+        rooted_in_driver * 5 <= records.len(),
+        "{rooted_in_driver} of {} cards are rooted in the driver:\n{stdout}",
+        records.len()
+    );
     assert!(
         named * 100 >= naming * 95,
         "{named} of {naming} cards naming a node name the late client:\n{stdout}"
@@ -206,6 +225,10 @@ fn on_pipewire_every_overrun_of_a_client_is_a_card_that_names_it_ran_long_on(
         c.args(["calm", "1000000", "0", "30"]);
         c
     });
+    // The clients' first cycles run long for real (first touches of their memory): measured,
+    // the bystander "ran long: BUSY at least 5.33 ms, on its CPU 3.07 ms" 0.27 s into a watch
+    // started at once. This test is about the late client's overruns, on a settled graph.
+    std::thread::sleep(Duration::from_secs(1));
     let dir = scratch(&format!("pw-late-{}", build.label()));
     let from = now_ns() + 1_000_000_000;
     let (out, records, summary) = watch(
@@ -583,50 +606,47 @@ fn on_jack_a_fifo_hog_on_the_clients_cpu_is_named_by_comm_pid_and_policy() {
 #[test]
 #[ignore = "needs pipewire (test.sh installs it); a 30 s watch of a clean graph on each build"]
 fn a_clean_half_minute_reports_only_xruns_the_servers_own_rule_counts() {
-    // On the system's PipeWire (0.3.65) and on 1.4 (what most users run).
-    for build in PipeWireBuild::all() {
-        let _turn = take_turn();
-        a_clean_half_minute_reports_only_xruns_the_servers_own_rule_counts_on(&build);
-    }
-}
-
-fn a_clean_half_minute_reports_only_xruns_the_servers_own_rule_counts_on(build: &PipeWireBuild) {
-    let pw = TestPipeWire::start_build(build, 256);
-    let _client = start_client({
-        let mut c = pw.pw_jack(&late_client());
-        c.args(["late", "1000000", "0", "90"]);
-        c
-    });
-    // The JACK half runs once, beside the system's PipeWire.
-    let on_jack = *build == PipeWireBuild::System;
-    let server = on_jack.then(|| TestServer::start("xwatchclean", 256));
-    let Some(server) = server else {
-        return clean_pipewire_half_minute(build, &pw);
-    };
+    let _turn = take_turn();
+    // The system's PipeWire (0.3.65), 1.4 (what most users run) and JACK2, each a clean graph
+    // with one calm client, watched for the same half minute side by side: nothing here loads
+    // the CPU, and every card must be one its own server's rule counts whatever the load (one
+    // after the other they took a minute of the suite).
+    let graphs: Vec<(PipeWireBuild, TestPipeWire, Client)> = PipeWireBuild::all()
+        .into_iter()
+        .map(|build| {
+            let pw = TestPipeWire::start_build(&build, 256);
+            let client = start_client({
+                let mut c = pw.pw_jack(&late_client());
+                c.args(["late", "1000000", "0", "90"]);
+                c
+            });
+            (build, pw, client)
+        })
+        .collect();
+    let server = TestServer::start("xwatchclean", 256);
     let _jclient = start_client({
         let mut c = Command::new(late_client());
         c.args(["late", "1000000", "0", "90"])
             .env("JACK_DEFAULT_SERVER", server.name());
         c
     });
-    let jdir = scratch(&format!("jack-clean-{}", build.label()));
-    let jack_name = server.name().to_owned();
-    let jack = std::thread::spawn(move || {
+    let (jout, jrecords, _) = std::thread::scope(|s| {
+        for (build, pw, _) in &graphs {
+            s.spawn(move || clean_pipewire_half_minute(build, pw));
+        }
         watch(
             &[
                 "--server",
                 "jack",
                 "--jack-server",
-                &jack_name,
+                server.name(),
                 "--duration",
                 "30s",
             ],
             &[],
-            &jdir,
+            &scratch("jack-clean"),
         )
     });
-    clean_pipewire_half_minute(build, &pw);
-    let (jout, jrecords, _) = jack.join().expect("jack watch");
     assert!(
         jout.status.success(),
         "{}",
