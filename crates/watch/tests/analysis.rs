@@ -1341,13 +1341,29 @@ fn on_pipewire_1_4_a_node_awake_with_an_awake_cycles_old_never_started_and_did_n
     // client `Awake`, its awake and finish 17 ms before its signal (12 µs apart). The card said
     // "ran long: BUSY 12 µs"; it never started in this cycle.
     let signal = start(20) + 4 * US;
+    let x = never_started_since_its_signal(
+        signal,
+        (signal - 17_000 * US, signal - 16_988 * US),
+        NodeStatus::Awake,
+    );
+    assert_eq!(x.node.as_ref().map(|n| n.awake_ns), Some(0));
+}
+
+/// The xrun of node 7 signalled at `signal` with a stale (awake, finish) from a cycle before, in
+/// `status`: still running at the deadline, and late from its signal on (it woke late), not
+/// from that stale awake.
+fn never_started_since_its_signal(
+    signal: u64,
+    (awake_ns, finish_ns): (u64, u64),
+    status: NodeStatus,
+) -> xrunlab_watch::Xrun {
     let x = first_xrun(NodeTiming {
         id: 7,
         name: "node7".into(),
         signal_ns: signal,
-        awake_ns: signal - 17_000 * US,
-        finish_ns: signal - 16_988 * US,
-        status: NodeStatus::Awake,
+        awake_ns,
+        finish_ns,
+        status,
         xruns: None,
     });
     assert_eq!(x.evidence, Evidence::StillRunning);
@@ -1357,7 +1373,7 @@ fn on_pipewire_1_4_a_node_awake_with_an_awake_cycles_old_never_started_and_did_n
         "{:?}",
         x.path
     );
-    assert_eq!(x.node.as_ref().map(|n| n.awake_ns), Some(0));
+    x
 }
 
 #[test]
@@ -1369,22 +1385,8 @@ fn on_pipewire_1_4_a_node_signalled_again_and_held_off_its_cpu_woke_late_behind_
     // over those 6 µs, and never the hog.
     let s = start(20);
     let signal = start(21) + 4 * US;
-    let x = first_xrun(NodeTiming {
-        id: 7,
-        name: "node7".into(),
-        signal_ns: signal,
-        awake_ns: s + 29 * US,
-        finish_ns: s + 35 * US,
-        status: NodeStatus::Triggered,
-        xruns: None,
-    });
-    assert_eq!(x.evidence, Evidence::StillRunning);
-    assert_eq!(
-        x.path[0].finding,
-        xrunlab_watch::Finding::WokeLate,
-        "{:?}",
-        x.path
-    );
+    let x =
+        never_started_since_its_signal(signal, (s + 29 * US, s + 35 * US), NodeStatus::Triggered);
     let mut events = vec![
         switch(
             signal - 200 * US,
