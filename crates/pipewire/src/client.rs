@@ -29,8 +29,10 @@ const PROFILER_VERSION: u32 = 3;
 /// cycle (375 a second at 128 frames; PipeWire 1.4 sends each alone): waking for each cost this
 /// thread and watch's main thread a context switch apiece, most of watch's CPU on 1.4. The
 /// socket holds what comes in between (about 20 records, a few kilobytes), and a card waits at
-/// most this long. At 20 ms the two threads' sleeps were a quarter of watch's CPU (`perf`, 1.4.2).
-const READ_EVERY: Duration = Duration::from_millis(50);
+/// most this long. At 20 ms the two threads' sleeps were a quarter of watch's CPU (`perf`, 1.4.2):
+/// each arms a timer and switches (on a VM, exits to the host); a card waits for its kernel
+/// window longer than 50 ms anyway. Watch's main thread sleeps as long (watch_source.rs).
+pub(crate) const READ_EVERY: Duration = Duration::from_millis(50);
 
 /// A node of the graph, from the registry (its pid from its client's properties).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,13 +10,11 @@ use std::sync::mpsc::TryRecvError;
 use std::time::Duration;
 use xrunlab_watch::{Cycle, NodeInfo, NodeStatus, NodeTiming, Source, SourceEvent};
 
-/// How long [`PipeWireSource::next`] sleeps when nothing is queued. The profiler's loop thread
-/// reads the server's records in batches, one every 50 ms (client.rs); waiting on the channel
-/// woke this thread once per record of each batch (a futex wake and a switch each, 375 a second
-/// at 128 frames), where a sleep takes the whole batch at one wake-up. 50 ms, not 20: each
-/// sleep costs a timer and a switch (on a VM, exits to the host), a quarter of watch's CPU at
-/// 20 ms under `perf`; a card waits for its kernel window longer than that anyway.
-const POLL: Duration = Duration::from_millis(50);
+/// How long [`PipeWireSource::next`] sleeps when nothing is queued: the profiler's loop thread's
+/// batch interval (`READ_EVERY`, client.rs, which says why 50 ms). Waiting on the channel woke
+/// this thread once per record of each batch (a futex wake and a switch each, 375 a second at
+/// 128 frames), where a sleep takes the whole batch at one wake-up.
+const POLL: Duration = crate::client::READ_EVERY;
 
 /// A PipeWire server watched through its profiler.
 pub struct PipeWireSource {
