@@ -261,12 +261,21 @@ fn ab_on_sigterm_keeps_every_finished_run_and_compares_them() {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // b-1.json is written just before round 2 starts; a signal in that gap would stop
+        // the lab *between* runs (no a-2.json, which is also right but not what this test
+        // checks). Round 2's A run lasts its warm-up plus 1 s of clock time, so 400 ms after
+        // b-1.json the signal lands inside it.
+        std::thread::sleep(Duration::from_millis(400));
         signal(&child, libc::SIGTERM);
         wait_within(child, Duration::from_secs(30))
     };
     let stdout = String::from_utf8_lossy(&child.stdout);
     let stderr = String::from_utf8_lossy(&child.stderr);
     assert_eq!(child.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("during round 2 of 3, side A"),
+        "the signal was meant to land inside round 2's A run: {stdout}"
+    );
     assert!(
         stdout.contains("A: 1 file(s)   B: 1 file(s)") && stdout.contains("interrupted by SIGTERM"),
         "{stdout}"
