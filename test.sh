@@ -85,20 +85,26 @@ fi
 # dist, in target/pkg) and the race checker, loom, which explores the render cycle's
 # driver/worker hand-off (rt/loom_model.rs, the futex model in rt/sync.rs) over every
 # interleaving with at most 2 preemptions per schedule (its own target dir: --cfg loom rebuilds
-# every crate). Each in its own target dir, so no cargo below waits on their lock, and at the
-# lowest priority, so the steps below keep the CPU when they want it. They must be over before
-# the live tests start: a clean-clone run failed two of those with their real-time clients held
-# behind the compiler, and one with a SCHED_IDLE compiler beside it. Each runs in its own
-# session, so that a failing step stops them with it (the trap); where the kernel groups tasks
-# by session (autogroup), a session's nice is its own, and a new one's is 0 whatever its tasks'
-# nice: theirs is set to 19 too (else they took half of clippy's CPU).
+# every crate). Each in its own target dir, so no cargo below waits on their lock, and at
+# SCHED_IDLE, so that any other task on a CPU takes it from them at once: the live tests run
+# beside them (their clients and servers are real-time, the test harness and watch are not, and
+# a nice-19 compiler still took their CPU), which gives the compiles the 5 minutes of the live
+# tests' mostly idle CPU (2026-11-26: the whole live set passed twice beside both compiles, in
+# the same 5:25 as alone; an earlier try, before the live tests' noise allowances changed, failed
+# one). Where SCHED_IDLE is refused, nice 19. Each runs in its own session, so that a
+# failing step stops them with it (the trap); where the kernel groups tasks by session
+# (autogroup), a session's nice is its own, and a new one's is 0 whatever its tasks' nice:
+# theirs is set to 19 too (else they took half of clippy's CPU).
 step "background: the package's release build and loom (logs in target/background-*.log)"
 mkdir -p target
-setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec nice -n 19 env CARGO_TARGET_DIR=target/pkg \
+lowest="nice -n 19"
+chrt --idle 0 true 2>/dev/null && lowest="chrt --idle 0"
+export lowest
+setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec $lowest env CARGO_TARGET_DIR=target/pkg \
   cargo build --profile dist --locked --features jack,pipewire --bin xrunlab' \
   >target/background-dist.log 2>&1 &
 background_dist=$!
-setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec nice -n 19 env LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" \
+setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec $lowest env LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" \
   CARGO_TARGET_DIR=target/loom cargo test -p xrunlab-engine --release --lib --locked loom' \
   >target/background-loom.log 2>&1 &
 background_loom=$!
@@ -171,6 +177,8 @@ PY
   done <target/test-binaries-"$1".tsv
 }
 
+step "live tests (nothing but the background compiles, at SCHED_IDLE, beside them)"
+run_test_binaries live
 step "tests (all but the live ones)"
 run_test_binaries rest
 cargo test --workspace --features jack,pipewire,soak-client --locked --doc
@@ -189,8 +197,6 @@ for job in dist loom; do
 done
 # The model must have run and passed, not been filtered away.
 grep -E '^test result: ok\. [1-9]' target/background-loom.log
-step "live tests (nothing compiles beside them)"
-run_test_binaries live
 step Debian package
 # The Debian package: built from the release build above, installed with dpkg, run from
 # /usr/bin, removed.
