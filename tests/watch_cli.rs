@@ -1607,15 +1607,14 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
             "{} xruns after, {kept} before",
             xruns.len()
         );
-        // Every spin of the hog while a recorder ran left an xrun on file naming it as the
-        // driver's delay: the spins from a recorder's first second and a half (it connects, opens
-        // its rings, learns the graph) to half a second before its end (a card waits for its
-        // window; SIGKILL loses the one being written) are each matched, by the cycle the
-        // driver started late (its start within the spin or just after it), to such a card.
-        let hog_named = |x: &&Value| {
-            x["kind"] == "driver_woke_late"
-                && x["card"]["root"]["account"]["main_culprit"]["pid"].as_i64()
-                    == Some(i64::from(hog_pid))
+        // Every spin of the hog while a recorder ran left an xrun on file of the driver's late
+        // start, most naming the hog: the spins from a recorder's first second and a half (it
+        // connects, opens its rings, learns the graph) to half a second before its end (a card
+        // waits for its window; SIGKILL loses the one being written) are each matched, by the
+        // cycle the driver started late (its start within the spin or just after it), to such a
+        // card.
+        let hog_named = |x: &Value| {
+            x["card"]["root"]["account"]["main_culprit"]["pid"].as_i64() == Some(i64::from(hog_pid))
         };
         let (settle, tail) = (1_500_000_000, 500_000_000);
         let inside = |t: u64| {
@@ -1623,25 +1622,36 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
                 || (second_from + settle..second_to - tail).contains(&t)
         };
         let spins: Vec<u64> = spins.try_iter().filter(|&t| inside(t)).collect();
+        let card_of = |t: u64| {
+            xruns.iter().find(|x| {
+                x["kind"] == "driver_woke_late"
+                    && x["card"]["xrun"]["cycle_start_ns"]
+                        .as_u64()
+                        .is_some_and(|c| c + PERIOD_NS >= t && c <= t + 15_000_000 + 2 * PERIOD_NS)
+            })
+        };
         let missed: Vec<u64> = spins
             .iter()
             .copied()
-            .filter(|&t| {
-                !xruns.iter().filter(hog_named).any(|x| {
-                    x["card"]["xrun"]["cycle_start_ns"]
-                        .as_u64()
-                        .is_some_and(|c| c + PERIOD_NS >= t && c <= t + 15_000_000 + 2 * PERIOD_NS)
-                })
-            })
+            .filter(|&t| card_of(t).is_none())
             .collect();
-        // Known gap, left open on issue 22: on PipeWire 1.4.2 at 256 frames the recorder files
-        // nothing for one spin in four (the same cycles in every failing run, so one phase of the
-        // spin against the cycle), where `watch` on the same graph files every one. Until it is
-        // found, at most a quarter may be missing; the old rule (all spins, two spared) failed
-        // on it now and then.
         assert!(
-            spins.len() >= 6 && missed.len() * 4 <= spins.len(),
-            "{} spins while a recorder ran, none on file for those at {missed:?} ns: {after}",
+            spins.len() >= 6 && missed.is_empty(),
+            "{} spins while a recorder ran, no driver_woke_late card for those at {missed:?} ns: \
+             {after}",
+            spins.len()
+        );
+        // Known gap, left open on issue 22: on 1.4.2 the card of a spin that begins within tens
+        // of µs of the driver's due time can name no culprit (the driver's thread shows 87 µs
+        // run and no wait in its window; seen once in 8 spins). At most a quarter unnamed.
+        let unnamed: Vec<u64> = spins
+            .iter()
+            .copied()
+            .filter(|&t| !card_of(t).is_some_and(hog_named))
+            .collect();
+        assert!(
+            unnamed.len() * 4 <= spins.len(),
+            "{} spins, the cards of those at {unnamed:?} ns do not name the hog: {after}",
             spins.len()
         );
         // The database is whole after the kill.

@@ -146,6 +146,7 @@ fn a_recorded_1_4_2_overrun_shows_the_follower_awake_at_the_next_signal_and_its_
 #[test]
 fn watch_finds_the_recorded_1_4_2_overrun_in_the_cycle_the_client_ran_long() {
     let mut detector = xrunlab_watch::Detector::new();
+    let mut cycles = xrunlab_pipewire::watch_source::Cycles::default();
     let mut xruns = Vec::new();
     for name in [
         "pw-1.4.2-overrun-before.pod",
@@ -154,7 +155,7 @@ fn watch_finds_the_recorded_1_4_2_overrun_in_the_cycle_the_client_ran_long() {
         "pw-1.4.2-overrun-after.pod",
     ] {
         for r in parse_profile(&fixture(name)).expect("parses") {
-            xruns.extend(detector.cycle(&xrunlab_pipewire::watch_source::cycle(&r)));
+            xruns.extend(detector.cycle(&cycles.next(&r)));
         }
     }
     assert_eq!(xruns.len(), 1, "{xruns:#?}");
@@ -580,4 +581,74 @@ proptest! {
             let _ = parse_profile(&pod);
         }
     }
+}
+
+/// The pods of a file that holds several, one after another (each its 8-byte header and its body
+/// padded to 8 bytes, as the profiler sends them).
+fn pods(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while rest.len() >= 8 {
+        let size = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+        let whole = (8 + size.div_ceil(8) * 8).min(rest.len());
+        out.push(&rest[..whole]);
+        rest = &rest[whole..];
+    }
+    out
+}
+
+/// watch on 1.4.2's Dummy-Driver held off its CPU by an RT hog (15 ms every 700 ms on the server
+/// thread's CPU, 256 frames at 48 kHz; 18 consecutive pods recorded here). The profiler writes
+/// the last cycle again with its clock two periods on, then the driver starts 15.3 ms after its
+/// last start: 10 ms later than it was due, but only 4.76 ms after the clock's `nsec`, under the
+/// 5.33 ms period. One xrun, rooted in the driver's late start, and its window reaches back to
+/// when the driver was due, where the hog ran.
+#[test]
+fn watch_finds_the_recorded_1_4_2_driver_held_off_its_cpu_for_three_periods() {
+    use xrunlab_watch::chain::{Finding, Role};
+    let bytes = fixture("pw-1.4.2-starved-driver.pods");
+    let records: Vec<ProfilerRecord> = pods(&bytes)
+        .into_iter()
+        .flat_map(|p| parse_profile(p).expect("parses"))
+        .collect();
+    let counters: Vec<i64> = records.iter().map(|r| r.info.counter).collect();
+    assert_eq!(
+        counters,
+        (911..=931).collect::<Vec<_>>(),
+        "consecutive records"
+    );
+    let start = |n: i64| {
+        records
+            .iter()
+            .find(|r| r.info.counter == n)
+            .map(|r| r.driver.signal as u64)
+            .expect("recorded")
+    };
+    let (last_start, late_start) = (start(924), start(926));
+    let period = 256 * 1_000_000_000 / 48_000;
+    assert!(
+        late_start - last_start > 2 * period,
+        "the stall is in the recording"
+    );
+    let mut cycles = xrunlab_pipewire::watch_source::Cycles::default();
+    let mut detector = xrunlab_watch::Detector::new();
+    let xruns: Vec<_> = records
+        .iter()
+        .flat_map(|r| detector.cycle(&cycles.next(r)))
+        .collect();
+    assert_eq!(xruns.len(), 1, "{xruns:#?}");
+    let x = &xruns[0];
+    assert_eq!(x.cycle_start_ns, late_start, "{x:#?}");
+    let root = x.path.last().expect("a path");
+    assert_eq!(
+        (root.role, root.finding),
+        (Role::Driver, Finding::DriverLate),
+        "{x:#?}"
+    );
+    assert_eq!(
+        root.excess_ns,
+        late_start - (last_start + period),
+        "late against its last start plus a period: {x:#?}"
+    );
+    assert!(root.excess_ns >= period);
 }

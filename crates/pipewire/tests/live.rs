@@ -83,7 +83,15 @@ fn cycles_name_the_client_node_with_its_pid_and_timing() {
                 for f in c.followers.iter().filter(|f| Some(f.id as u32) == node_id) {
                     match f.status {
                         Status::Finished => {
-                            assert!(f.signal <= f.awake && f.awake <= f.finish, "{f:?}");
+                            // After an overrun the server catches up, and can signal the node
+                            // again before the record is taken: its awake then belongs to the
+                            // signal before (seen once: signalled, awake 40 ns later, signalled
+                            // again 852 ns after the first).
+                            assert!(
+                                f.awake <= f.finish
+                                    && (f.signal <= f.awake || f.prev_signal <= f.awake),
+                                "{f:?}"
+                            );
                             finished += 1;
                         }
                         // Still running when the record was written at the next cycle's start:
