@@ -92,15 +92,14 @@ cargo fmt --all -- --check
 # checker, loom, which explores the render cycle's driver/worker hand-off (rt/loom_model.rs, the
 # futex model in rt/sync.rs) over every interleaving with at most 2 preemptions per schedule.
 # Each has its own target dir (target/lint, target/pkg, target/loom: --cfg loom rebuilds every
-# crate), so no cargo below waits on their lock, and runs at SCHED_IDLE, so that any other task
-# on a CPU takes it from them at once: the live tests run beside them (their clients and servers
-# are real-time; the test harness and watch are not, and a nice-19 compiler still took their
-# CPU), which gives the compiles the 5 minutes of the live tests' mostly idle CPU (2026-11-26:
-# the whole live set passed twice beside the package's build and loom, in the same 5:25 as
-# alone; an earlier try, before the live tests' noise allowances changed, failed one). Where
-# SCHED_IDLE is refused, nice 19. Each runs in its own session, so that a failing step stops
-# them with it (the trap); where the kernel groups tasks by session (autogroup), a session's nice
-# is its own, and a new one's is 0 whatever its tasks' nice: theirs is set to 19 too.
+# crate), so no cargo below waits on their lock, and runs at SCHED_IDLE (nice 19 where that is
+# refused), so that any other task on a CPU takes it from them at once. They must be over
+# before the live tests start: even at SCHED_IDLE a compiler beside them failed them (the
+# PipeWire overrun test failed 3 of 8 runs beside the package's build, 0 of 6 alone; earlier, at
+# nice 19, two tests had their real-time clients held behind `ar` and `cc1`). Each runs in its
+# own session, so that a failing step stops them with it (the trap); where the kernel groups
+# tasks by session (autogroup), a session's nice is its own, and a new one's is 0 whatever its
+# tasks' nice: theirs is set to 19 too.
 step "background: lints, the package's release build and loom (logs in target/background-*.log)"
 mkdir -p target
 lowest="nice -n 19"
@@ -197,9 +196,6 @@ PY
 }
 
 between_steps
-step "live tests (nothing but the background compiles, at SCHED_IDLE, beside them)"
-run_test_binaries live
-between_steps
 step "tests (all but the live ones)"
 run_test_binaries rest
 cargo test --workspace --features jack,pipewire,soak-client --locked --doc
@@ -214,6 +210,8 @@ for job in lint dist loom; do
 done
 # The model must have run and passed, not been filtered away.
 grep -E '^test result: ok\. [1-9]' target/background-loom.log
+step "live tests (nothing compiles beside them)"
+run_test_binaries live
 step Debian package
 # The Debian package: built from the release build above, installed with dpkg, run from
 # /usr/bin, removed.
