@@ -79,68 +79,45 @@ if [ ${#need_pip[@]} -gt 0 ]; then
   export PATH="$PWD/target/tools/bin:$PATH"
 fi
 
-# The rules the code claims, checked rather than remembered: formatting first (a second), then,
-# in the background below, clippy with warnings as errors (including the real-time modules'
-# disallowed allocation and lock calls) and rustdoc.
-step fmt
-cargo fmt --all -- --check
-
-# Three jobs that no test waits for, started now, once their build needs are installed, so that
-# they use the CPU the steps below leave idle (the build's narrow stretches, then the tests that
-# mostly wait on servers or real time): the lints (clippy with all and with the default
-# features, then rustdoc), the Debian package's release build (profile dist) and the race
-# checker, loom, which explores the render cycle's driver/worker hand-off (rt/loom_model.rs, the
-# futex model in rt/sync.rs) over every interleaving with at most 2 preemptions per schedule.
-# Each has its own target dir (target/lint, target/pkg, target/loom: --cfg loom rebuilds every
-# crate), so no cargo below waits on their lock, and runs at SCHED_IDLE (nice 19 where that is
-# refused), so that any other task on a CPU takes it from them at once. They must be over
-# before the live tests start: even at SCHED_IDLE a compiler beside them failed them (the
-# PipeWire overrun test failed 3 of 8 runs beside the package's build, 0 of 6 alone; earlier, at
-# nice 19, two tests had their real-time clients held behind `ar` and `cc1`). Each runs in its
-# own session, so that a failing step stops them with it (the trap); where the kernel groups
-# tasks by session (autogroup), a session's nice is its own, and a new one's is 0 whatever its
-# tasks' nice: theirs is set to 19 too.
-step "background: lints, the package's release build and loom (logs in target/background-*.log)"
+# Two compiles that no test waits for, started now, once their build needs are installed, so
+# that they use the CPU the steps below leave idle (clippy's and the build's narrow stretches,
+# then the tests that mostly wait on servers): the Debian package's release build (profile
+# dist, in target/pkg) and the race checker, loom, which explores the render cycle's
+# driver/worker hand-off (rt/loom_model.rs, the futex model in rt/sync.rs) over every
+# interleaving with at most 2 preemptions per schedule (its own target dir: --cfg loom rebuilds
+# every crate). Each in its own target dir, so no cargo below waits on their lock, and at the
+# lowest priority, so the steps below keep the CPU when they want it. They must be over before
+# the live tests start: a clean-clone run failed two of those with their real-time clients held
+# behind the compiler, and one with a SCHED_IDLE compiler beside it. Each runs in its own
+# session, so that a failing step stops them with it (the trap); where the kernel groups tasks
+# by session (autogroup), a session's nice is its own, and a new one's is 0 whatever its tasks'
+# nice: theirs is set to 19 too (else they took half of clippy's CPU).
+step "background: the package's release build and loom (logs in target/background-*.log)"
 mkdir -p target
-lowest="nice -n 19"
-chrt --idle 0 true 2>/dev/null && lowest="chrt --idle 0"
-export lowest
-# The lints, with the default features too (what `cargo run --release` builds): the code behind
-# `#[cfg(not(feature = ...))]` is compiled only there.
-setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; export CARGO_TARGET_DIR=target/lint; set -ex
-  $lowest cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
-  $lowest cargo clippy --workspace --all-targets --locked -- -D warnings
-  RUSTDOCFLAGS="-D warnings" $lowest cargo doc --no-deps --workspace --all-features --locked' \
-  >target/background-lint.log 2>&1 &
-background_lint=$!
-setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec $lowest env CARGO_TARGET_DIR=target/pkg \
+setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec nice -n 19 env CARGO_TARGET_DIR=target/pkg \
   cargo build --profile dist --locked --features jack,pipewire --bin xrunlab' \
   >target/background-dist.log 2>&1 &
 background_dist=$!
-setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec $lowest env LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" \
+setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec nice -n 19 env LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" \
   CARGO_TARGET_DIR=target/loom cargo test -p xrunlab-engine --release --lib --locked loom' \
   >target/background-loom.log 2>&1 &
 background_loom=$!
-trap 'kill -- -"$background_lint" -"$background_dist" -"$background_loom" 2>/dev/null || true' EXIT
-# A background job's end: with `wait`, waits for it; without, looks only if it has ended. A
-# failed one stops test.sh at once, with its log's end, so a clippy error shows in the first
-# minutes rather than at the end.
-background_done() {
-  local pid_var="background_$1" ended_var="ended_$1"
-  [ -z "${!ended_var:-}" ] || return 0
-  local pid="${!pid_var}"
-  [ "${2:-}" = wait ] || ! kill -0 "$pid" 2>/dev/null || return 0
-  if ! wait "$pid"; then
-    tail -n 150 "target/background-$1.log" >&2 || true
-    echo "test.sh: the background $1 job failed (its log's end above)" >&2
-    exit 1
-  fi
-  printf -v "$ended_var" 1
-}
-between_steps() { for job in lint dist loom; do background_done "$job"; done; }
+trap 'kill -- -"$background_dist" -"$background_loom" 2>/dev/null || true' EXIT
 
 # Tests that need root or an installed service are #[ignore]d with their reason
 # and run here (CI runs as root), so a run without them never passes silently.
+# The rules the code claims, checked rather than remembered: formatting, clippy with warnings
+# as errors (including the real-time modules' disallowed allocation and lock calls), rustdoc.
+step fmt
+cargo fmt --all -- --check
+step clippy, all features
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+step clippy, default features
+# ... and with the default features (what `cargo run --release` builds): the code behind
+# `#[cfg(not(feature = ...))]` is compiled only there.
+cargo clippy --workspace --all-targets --locked -- -D warnings
+step rustdoc
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --all-features --locked
 step the book
 # The book: built, then every link and anchor inside it checked (offline: no web link is
 # fetched; --root-dir resolves the 404 page's root-relative links).
@@ -153,7 +130,6 @@ step PipeWire 1.4.2 unpacked
 # The live PipeWire tests run on the system's PipeWire (Debian 12's 0.3.65) and on 1.4.2, which
 # most users run: unpacked (not installed) under target/pw-1.4 from Debian's bookworm-backports.
 bash tests/pipewire-1.4.sh
-between_steps
 step "build and compile the tests"
 # One build of everything the tests run, with the features `cargo test` resolves: its
 # dev-dependencies switch features on in shared crates (xrunlab-results and all above it), so a
@@ -195,18 +171,21 @@ PY
   done <target/test-binaries-"$1".tsv
 }
 
-between_steps
 step "tests (all but the live ones)"
 run_test_binaries rest
 cargo test --workspace --features jack,pipewire,soak-client --locked --doc
-between_steps
 step browser tests
 # The browser tests drive the binary the Rust tests just ran (with JACK and PipeWire).
 XRUNLAB_BIN="$PWD/target/debug/xrunlab" bash tests/browser/run.sh
 
-step "waiting for the background jobs"
-for job in lint dist loom; do
-  background_done "$job" wait
+step "waiting for the background compiles"
+for job in dist loom; do
+  pid_var="background_$job"
+  if ! wait "${!pid_var}"; then
+    tail -n 40 "target/background-$job.log" >&2 || true
+    echo "test.sh: the background $job job failed (its log's end above)" >&2
+    exit 1
+  fi
 done
 # The model must have run and passed, not been filtered away.
 grep -E '^test result: ok\. [1-9]' target/background-loom.log
