@@ -123,8 +123,9 @@ pub fn cycle(r: &ProfilerRecord) -> Cycle {
 /// already two periods on (`nsec` +10.67 ms, the driver's own stamps unchanged); then the driver
 /// starts, 18 ms after its last start, and catches up with back-to-back cycles. The late start's
 /// clock `nsec` is the skipped-to time, so its lateness against `nsec` alone is 4.8-12.9 ms
-/// depending on where in its period the hog began, and under a period (no xrun) in about one
-/// spin in five. Against its last start plus a period it is 10-14 ms, every time.
+/// depending on where in its period the hog began, and under a period (no xrun) in 2 of 13
+/// recorded spins; against its last start plus a period it is 9.99 ms in the one kept as a
+/// fixture (tests/fixtures/pw-1.4.2-starved-driver.pods).
 #[derive(Debug, Default)]
 pub struct Cycles {
     /// The last record's counter and its driver's signal.

@@ -94,6 +94,12 @@ pub fn driver_lateness_ns(c: &Cycle) -> Option<u64> {
     (c.driver.signal_ns > 0).then(|| c.driver.signal_ns.saturating_sub(expected))
 }
 
+/// Whether the driver started this cycle a whole period or more after it was due: a skipped
+/// cycle, an xrun whatever the nodes did.
+pub fn driver_whole_period_late(c: &Cycle) -> bool {
+    driver_lateness_ns(c).is_some_and(|l| l >= c.period_ns())
+}
+
 fn excess(span: Option<u64>, median: Option<u64>) -> u64 {
     span.map_or(0, |s| s.saturating_sub(median.unwrap_or(0)))
 }
@@ -235,10 +241,9 @@ pub fn root_path(
     // cycle the driver started a whole period late: the server catches up with cycles back to
     // back, and the record is taken at the next one's start (PipeWire 1.4.2: 44 µs in), so the
     // node's span, counted up to the cycle's end, says nothing of its own work.
-    let still_running = late.awake_ns > 0 && late.finish_ns < late.awake_ns;
-    let whole_period_late = driver_lateness_ns(c).is_some_and(|l| l >= c.period_ns());
+    let still_running = late.awake_ns > 0 && late.busy_ns().is_none();
     if path.len() == 1
-        && (path[0].finding == Finding::InTime || (still_running && whole_period_late))
+        && (path[0].finding == Finding::InTime || (still_running && driver_whole_period_late(c)))
     {
         let d = driver_step(c, driver_busy);
         if d.finding == Finding::DriverLate {

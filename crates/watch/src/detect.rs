@@ -451,7 +451,7 @@ impl Detector {
         if let Some(n) = c.driver_xruns {
             let grew = self.driver_count.is_some_and(|before| n > before);
             self.driver_count = Some(n);
-            let whole_period_late = driver_lateness_ns(c).is_some_and(|l| l >= period);
+            let whole_period_late = crate::chain::driver_whole_period_late(c);
             if (grew || whole_period_late) && late_nodes.is_empty() {
                 self.xruns += 1;
                 self.driver_xruns += 1;
