@@ -20,6 +20,7 @@ pub mod outcome;
 pub mod printable;
 pub mod procfs;
 pub mod provenance;
+pub mod reread;
 pub mod run_system;
 pub mod sched;
 pub mod topology;
@@ -36,6 +37,7 @@ pub use outcome::Outcome;
 pub use printable::printable;
 pub use procfs::{read_rss_bytes, read_thread_stat, ThreadStat};
 pub use provenance::{now_rfc3339, Provenance};
+pub use reread::Reread;
 pub use run_system::{RunSystem, RunSystemRecorder};
 pub use sched::{
     apply_to_current_thread, current_cpu, gettid, hold_cpu_dma_latency, lock_memory,

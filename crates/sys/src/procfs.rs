@@ -179,10 +179,21 @@ pub(crate) fn ticks_to_ns(ticks: u64, ticks_per_second: u64) -> u64 {
 /// The minor and major page faults of thread `tid` of process `pid` so far (stat fields 10 and
 /// 12): a cheap read of one file, for sampling often.
 pub fn read_thread_faults(proc_root: &Path, pid: i32, tid: i32) -> io::Result<(u64, u64)> {
-    let path = proc_root.join(format!("{pid}/task/{tid}/stat"));
-    let stat = read_named(&path)?;
+    let mut file = thread_faults_file(proc_root, pid, tid);
+    reread_thread_faults(&mut file)
+}
+
+/// The file [`reread_thread_faults`] reads for thread `tid` of process `pid`, kept open by a
+/// caller that samples it often.
+pub fn thread_faults_file(proc_root: &Path, pid: i32, tid: i32) -> crate::Reread {
+    crate::Reread::new(proc_root.join(format!("{pid}/task/{tid}/stat")))
+}
+
+/// [`read_thread_faults`] through a kept descriptor ([`thread_faults_file`]).
+pub fn reread_thread_faults(file: &mut crate::Reread) -> io::Result<(u64, u64)> {
+    let parsed = parse_stat(file.read()?);
     let (_, _, _, faults) =
-        parse_stat(&stat).ok_or_else(|| invalid(&path, "unexpected stat line format"))?;
+        parsed.ok_or_else(|| invalid(file.path(), "unexpected stat line format"))?;
     Ok(faults)
 }
 
@@ -196,9 +207,14 @@ pub(crate) fn process_cpu_ticks(stat_path: &Path) -> io::Result<u64> {
 
 /// Steal ticks per CPU from `/proc/stat` (the 8th number of each `cpuN` line).
 pub fn read_steal(proc_root: &Path) -> BTreeMap<u16, u64> {
-    let Some(stat) = std::fs::read_to_string(proc_root.join("stat")).ok() else {
-        return BTreeMap::new();
-    };
+    std::fs::read_to_string(proc_root.join("stat"))
+        .map(|s| parse_steal(&s))
+        .unwrap_or_default()
+}
+
+/// Steal ticks per CPU in the text of `/proc/stat` (for a caller that keeps it open:
+/// [`crate::Reread`]).
+pub fn parse_steal(stat: &str) -> BTreeMap<u16, u64> {
     stat.lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace();

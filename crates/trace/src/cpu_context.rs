@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// How often the reader samples steal and idle counters.
 pub const SAMPLE_EVERY_MS: u64 = 100;
@@ -45,8 +45,10 @@ struct Sample {
 /// Samples the counters and keeps the last few seconds of them.
 #[derive(Debug)]
 pub struct CpuSampler {
-    proc_root: PathBuf,
-    sys_root: PathBuf,
+    /// `/proc/stat`, kept open (see [`Reread`]: opening was most of a sample's cost).
+    stat: Reread,
+    /// Per CPU, each idle state's `usage` counter, kept open.
+    usage_files: BTreeMap<u16, Vec<Reread>>,
     cpus: Vec<u16>,
     /// Per CPU: (name, exit latency µs) of each idle state, by index.
     states: BTreeMap<u16, Vec<(String, u32)>>,
@@ -58,13 +60,15 @@ fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+use xrunlab_sys::procfs::parse_steal;
 pub use xrunlab_sys::procfs::read_steal;
+use xrunlab_sys::Reread;
 
 impl CpuSampler {
     /// A sampler of `cpus`, keeping `keep_ns` of history (the tracer's window).
     pub fn new(proc_root: &Path, sys_root: &Path, cpus: &[usize], keep_ns: u64) -> CpuSampler {
         let cpus: Vec<u16> = cpus.iter().filter_map(|&c| u16::try_from(c).ok()).collect();
-        let states = cpus
+        let states: BTreeMap<u16, Vec<(String, u32)>> = cpus
             .iter()
             .map(|&cpu| {
                 let dir = sys_root.join(format!("devices/system/cpu/cpu{cpu}/cpuidle"));
@@ -81,9 +85,19 @@ impl CpuSampler {
                 (cpu, list)
             })
             .collect();
+        let usage_files = states
+            .iter()
+            .map(|(&cpu, list)| {
+                let dir = sys_root.join(format!("devices/system/cpu/cpu{cpu}/cpuidle"));
+                let files = (0..list.len())
+                    .map(|k| Reread::new(dir.join(format!("state{k}/usage"))))
+                    .collect();
+                (cpu, files)
+            })
+            .collect();
         CpuSampler {
-            proc_root: proc_root.to_owned(),
-            sys_root: sys_root.to_owned(),
+            stat: Reread::new(proc_root.join("stat")),
+            usage_files,
             cpus,
             states,
             samples: VecDeque::new(),
@@ -98,18 +112,16 @@ impl CpuSampler {
 
     /// Takes one sample at `ts_ns` and forgets those older than the history kept.
     pub fn sample(&mut self, ts_ns: u64) {
-        let steal = read_steal(&self.proc_root);
+        let steal = self.stat.read().map(parse_steal).unwrap_or_default();
         let usage = self
-            .cpus
-            .iter()
-            .map(|&cpu| {
-                let n = self.states.get(&cpu).map_or(0, Vec::len);
-                let dir = self
-                    .sys_root
-                    .join(format!("devices/system/cpu/cpu{cpu}/cpuidle"));
-                let counts = (0..n)
-                    .map(|k| {
-                        read(&dir.join(format!("state{k}/usage")))
+            .usage_files
+            .iter_mut()
+            .map(|(&cpu, files)| {
+                let counts = files
+                    .iter_mut()
+                    .map(|f| {
+                        f.read()
+                            .ok()
                             .and_then(|u| u.trim().parse().ok())
                             .unwrap_or(0)
                     })

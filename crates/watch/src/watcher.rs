@@ -17,6 +17,8 @@ use crate::summary::{Summary, Tally};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 use std::time::{Duration, Instant};
+use xrunlab_sys::procfs::{reread_thread_faults, thread_faults_file};
+use xrunlab_sys::Reread;
 use xrunlab_trace::blame::LEAD_IN_NS;
 use xrunlab_trace::{now_ns, TraceOptions, Tracer, Window};
 
@@ -185,9 +187,17 @@ struct State {
     server_looked: Option<Instant>,
     /// Each mapped thread's page-fault counters, sampled every 250 ms: (ns, minor, major), the
     /// last few, so that a card finds one taken before its xrun.
-    fault_samples: HashMap<i32, VecDeque<(u64, u64, u64)>>,
+    fault_samples: HashMap<i32, FaultSeries>,
     faults_sampled: Instant,
     gaps: u64,
+}
+
+/// One thread's page-fault samples, and its `stat` file kept open between them (opening it was
+/// most of a sample's cost; see `xrunlab_sys::Reread`).
+struct FaultSeries {
+    pid: i32,
+    file: Reread,
+    samples: VecDeque<(u64, u64, u64)>,
 }
 
 /// The threads a card's path may lead to, looked up for one card.
@@ -248,16 +258,21 @@ impl State {
         }
         let threads = self.mapped_threads();
         self.fault_samples
-            .retain(|tid, _| threads.iter().any(|(_, t)| t == tid));
+            .retain(|tid, f| threads.iter().any(|(p, t)| t == tid && *p == f.pid));
         let now = now_ns();
         for (pid, tid) in threads {
-            if let Ok((minor, major)) =
-                xrunlab_sys::procfs::read_thread_faults(Path::new("/proc"), pid, tid)
-            {
-                let s = self.fault_samples.entry(tid).or_default();
-                s.push_back((now, minor, major));
-                if s.len() > FAULT_SAMPLES_KEPT {
-                    s.pop_front();
+            let f = self
+                .fault_samples
+                .entry(tid)
+                .or_insert_with(|| FaultSeries {
+                    pid,
+                    file: thread_faults_file(Path::new("/proc"), pid, tid),
+                    samples: VecDeque::new(),
+                });
+            if let Ok((minor, major)) = reread_thread_faults(&mut f.file) {
+                f.samples.push_back((now, minor, major));
+                if f.samples.len() > FAULT_SAMPLES_KEPT {
+                    f.samples.pop_front();
                 }
             }
         }
@@ -270,6 +285,7 @@ impl State {
         let (at, minor0, major0) = self
             .fault_samples
             .get(&tid)?
+            .samples
             .iter()
             .rev()
             .find(|s| s.0 <= c.xrun.cycle_start_ns)
