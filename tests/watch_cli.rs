@@ -1004,12 +1004,39 @@ fn bench_watch_writes_every_modes_figures_typed() {
             "{watched:?}"
         );
     }
-    // On JACK2 a card names a node only from the kernel's wake chain.
+    // Every card is either one of a stall's or another xrun's, once the two clocks are aligned.
+    for watched in &r.modes[1..] {
+        let (Some(in_stalls), Some(other), Some(named), Some(recalled)) = (
+            watched.cards_in_stalls,
+            watched.other_cards,
+            watched.named_in_stalls,
+            watched.stalls_with_card,
+        ) else {
+            panic!("a watched mode has its stall-matched figures: {watched:?}");
+        };
+        assert_eq!(in_stalls + other, watched.cards, "{watched:?}");
+        assert!(
+            named <= in_stalls && recalled <= watched.induced,
+            "{watched:?}"
+        );
+    }
+    // On JACK2 a card names a node only from the kernel's wake chain: there, the stalls' cards
+    // name the culprit.
     let kernel = &r.modes[2];
     if kernel.kernel_note == "recorded" {
         assert!(kernel.named > 0, "the culprit named: {kernel:?}");
+        assert!(
+            kernel.stalls_with_card.unwrap() * 2 >= kernel.induced
+                && kernel.named_in_stalls.unwrap() * 2 >= kernel.cards_in_stalls.unwrap(),
+            "most stalls have a card, and most of those cards name the culprit: {kernel:?}"
+        );
     }
     assert_eq!(r.modes[0].cards, 0, "nothing watched, nothing reported");
+    assert_eq!(
+        (r.modes[0].cards_in_stalls, r.modes[0].stalls_with_card),
+        (None, None),
+        "nothing watched, nothing matched"
+    );
 }
 
 /// The CPUs thread `tid` of `pid` may run on, as /proc lists them.

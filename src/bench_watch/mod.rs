@@ -4,6 +4,7 @@
 //! processes, the hog on a thread of its own.
 
 mod hog;
+mod stalls;
 
 use crate::cli::bench::{BenchCause, WatchBenchArgs};
 use crate::cli::parse::WatchServer;
@@ -224,26 +225,51 @@ fn one_mode(
     let run: RunFile = read_typed(&run_json, run::SCHEMA).map_err(typed)?;
     let bystander: RunFile = read_typed(&bystander_json, run::SCHEMA).map_err(typed)?;
     // The stalls that fell inside the watch: it started about 1 s into the culprit's run.
-    let induced = run
+    let stall_times: Vec<f64> = run
         .events
         .iter()
         .filter(|e| e.kind.contains("stall"))
-        .filter(|e| e.t_s > 1.3 && e.t_s < 1.0 + secs - 0.3)
+        .map(|e| e.t_s)
+        .collect();
+    let inside = |t: f64| t > 1.3 && t < 1.0 + secs - 0.3;
+    let induced = stall_times.iter().filter(|&&t| inside(t)).count();
+    let names_culprit = |r: &XrunRecord| {
+        r.card
+            .xrun
+            .node
+            .as_ref()
+            .is_some_and(|n| n.name.contains("bench-culprit"))
+    };
+    // Each card put on the stall it belongs to, if any (stalls.rs says why and how).
+    let starts: Vec<u64> = records
+        .iter()
+        .map(|r| {
+            r.card
+                .xrun
+                .rest
+                .get("cycle_start_ns")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+        })
+        .collect();
+    let matched = stalls::match_cards(&stall_times, &starts);
+    let in_stalls = || {
+        records
+            .iter()
+            .zip(&matched.stall_of_card)
+            .filter(|(_, s)| s.is_some())
+            .map(|(r, _)| r)
+    };
+    let stalls_with_card = stall_times
+        .iter()
+        .zip(&matched.stall_has_card)
+        .filter(|(&t, &has)| inside(t) && has)
         .count();
     let with_node = records
         .iter()
         .filter(|r| r.card.xrun.node.is_some())
         .count();
-    let named = records
-        .iter()
-        .filter(|r| {
-            r.card
-                .xrun
-                .node
-                .as_ref()
-                .is_some_and(|n| n.name.contains("bench-culprit"))
-        })
-        .count();
+    let named = records.iter().filter(|r| names_culprit(r)).count();
     let mut delays: Vec<f64> = records
         .iter()
         .map(|r| (r.reported_ns as f64 - r.card.xrun.deadline_ns as f64) / 1e6)
@@ -262,6 +288,10 @@ fn one_mode(
         cards: records.len(),
         named,
         with_node,
+        stalls_with_card: watching.then_some(stalls_with_card),
+        cards_in_stalls: watching.then(|| in_stalls().count()),
+        named_in_stalls: watching.then(|| in_stalls().filter(|r| names_culprit(r)).count()),
+        other_cards: watching.then(|| matched.stall_of_card.iter().filter(|s| s.is_none()).count()),
         delay_p50_ms: xrunlab_stats::median_interpolated(&delays),
         delay_max_ms: delays.last().copied(),
         lost: kernel_events.lost,
@@ -285,19 +315,29 @@ fn client_modes(
         humantime::format_duration(args.stall_every)
     );
     println!(
-        "{:<22} {:>7} {:>8} {:>6} {:>6} {:>8} {:>10} {:>10} {:>5}  bystander load p50/p99",
-        "mode", "CPU %", "induced", "cards", "named", "right %", "delay p50", "delay max", "lost"
+        "{:<22} {:>7} {:>8} {:>7} {:>6} {:>9} {:>7} {:>6} {:>10} {:>10} {:>5}  bystander load p50/p99",
+        "mode",
+        "CPU %",
+        "induced",
+        "recall",
+        "cards",
+        "in stalls",
+        "right %",
+        "other",
+        "delay p50",
+        "delay max",
+        "lost"
     );
     let mut modes = Vec::new();
     for (watching, kernel) in [(false, false), (true, false), (true, true)] {
         let f = one_mode(args, pipewire, watching, kernel, stop)?;
-        // Of the cards that name a node, the share that names the culprit: driver-side cards
-        // (the device was late, every client in time) name none and are not counted wrong.
-        let named_pct = if f.with_node == 0 {
-            0.0
-        } else {
-            f.named as f64 * 100.0 / f.with_node as f64
+        let share = |n: Option<usize>, of: usize| match n {
+            Some(n) if of > 0 => format!("{:.1}", n as f64 * 100.0 / of as f64),
+            _ => "-".to_owned(),
         };
+        let recall = share(f.stalls_with_card, f.induced);
+        let right = share(f.named_in_stalls, f.cards_in_stalls.unwrap_or(0));
+        let count = |n: Option<usize>| n.map_or("-".to_owned(), |n| n.to_string());
         let pct = |p: Option<f64>| p.map_or("-".to_owned(), |p| format!("{p:.2}"));
         let ms = |p: Option<f64>| p.map_or("-".to_owned(), |p| format!("{p:.0}ms"));
         let load = format!(
@@ -307,21 +347,23 @@ fn client_modes(
         );
         if watching {
             println!(
-                "{:<22} {:>7.2} {:>8} {:>6} {:>6} {:>8.1} {:>10} {:>10} {:>5}  {load}",
+                "{:<22} {:>7.2} {:>8} {:>7} {:>6} {:>9} {:>7} {:>6} {:>10} {:>10} {:>5}  {load}",
                 f.mode,
                 f.cpu_pct,
                 f.induced,
+                recall,
                 f.cards,
-                f.named,
-                named_pct,
+                count(f.cards_in_stalls),
+                right,
+                count(f.other_cards),
                 ms(f.delay_p50_ms),
                 ms(f.delay_max_ms),
                 f.lost,
             );
         } else {
             println!(
-                "{:<22} {:>7} {:>8} {:>6} {:>6} {:>8} {:>10} {:>10} {:>5}  {load}",
-                f.mode, "-", f.induced, "-", "-", "-", "-", "-", "-"
+                "{:<22} {:>7} {:>8} {:>7} {:>6} {:>9} {:>7} {:>6} {:>10} {:>10} {:>5}  {load}",
+                f.mode, "-", f.induced, "-", "-", "-", "-", "-", "-", "-", "-"
             );
         }
         if kernel && f.kernel_note != "recorded" {
@@ -331,9 +373,11 @@ fn client_modes(
     }
     println!(
         "CPU %: watch's own user+system time over the watch, of one CPU. induced: the culprit's \
-         stalls inside the watch; cards: xruns reported; named: cards naming the culprit; right: \
-         of the cards naming a node, the share naming the culprit (driver-side cards name no \
-         node). delay: \
+         stalls inside the watch; recall: the share of them with a card; cards: xruns reported; \
+         in stalls: cards of xruns during a stall (10 ms before it to 30 ms after; the culprit's \
+         clock is put on watch's by the offset that puts the most stalls on a card); right: of \
+         those, the share naming the culprit; other: cards outside every stall, the machine's own \
+         xruns (a loaded machine makes some; watch is right to card them). delay: \
          from the xrun's deadline to its card. bystander load: a second client's render \
          time per period (its BUSY), which does not stall, not watched and watched: watch's \
          effect on the graph (one run each: a difference within this machine's 10-20 % \

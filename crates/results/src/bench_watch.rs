@@ -30,6 +30,20 @@ pub struct ModeFigures {
     pub named: usize,
     /// Cards naming a node (not driver-side, not unattributed).
     pub with_node: usize,
+    /// Induced stalls with at least one card of theirs: the recall (cards matched to the stalls
+    /// by the offset between the culprit's clock and watch's that puts the most stalls on a card;
+    /// absent in files written before it, and where watch did not run).
+    #[serde(default)]
+    pub stalls_with_card: Option<usize>,
+    /// Cards of xruns during a stall (from 10 ms before it to 30 ms after its start).
+    #[serde(default)]
+    pub cards_in_stalls: Option<usize>,
+    /// Of those, the cards naming the culprit: the right share is this over `cards_in_stalls`.
+    #[serde(default)]
+    pub named_in_stalls: Option<usize>,
+    /// Cards of xruns outside every stall (the machine's own, which watch is right to card).
+    #[serde(default)]
+    pub other_cards: Option<usize>,
     /// From an xrun's deadline to its card, ms: the median.
     pub delay_p50_ms: Option<f64>,
     /// See `delay_p50_ms`: the longest.
@@ -131,6 +145,10 @@ mod tests {
             cards: usize::from(watching) * 5,
             named: usize::from(watching) * 5,
             with_node: usize::from(watching) * 5,
+            stalls_with_card: watching.then_some(5),
+            cards_in_stalls: watching.then_some(5),
+            named_in_stalls: watching.then_some(5),
+            other_cards: watching.then_some(0),
             delay_p50_ms: watching.then_some(3.9),
             delay_max_ms: watching.then_some(11.3),
             lost: 0,
