@@ -11,6 +11,37 @@ cd "$(dirname "$0")"
 started=$SECONDS
 step() { printf '\n== test.sh [%dm%02ds] %s\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)) "$*"; }
 
+# Two compiles that no test waits for run in the background, each in its own target dir, so no
+# cargo below waits on their lock, and at the lowest priority, so the steps below keep the CPU
+# when they want it. They must be over before the live tests start: a clean-clone run failed two
+# of those with their real-time clients held behind the compiler, and one with a SCHED_IDLE
+# compiler beside it. Each runs in its own session, so that a failing step stops them with it
+# (the trap); where the kernel groups tasks by session (autogroup), a session's nice is its own,
+# and a new one's is 0 whatever its tasks' nice: theirs is set to 19 too (else they took half of
+# clippy's CPU). `background NAME CMD...` starts one (its process id is then `$!`), its output
+# in target/background-NAME.log.
+background_jobs=()
+background() {
+  local name=$1
+  shift
+  setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec nice -n 19 "$@"' bash "$@" \
+    >"target/background-$name.log" 2>&1 &
+}
+trap 'for job in "${background_jobs[@]}"; do kill -- -"$job" 2>/dev/null || true; done' EXIT
+mkdir -p target
+
+# The race checker, loom, which explores the render cycle's driver/worker hand-off
+# (rt/loom_model.rs, the futex model in rt/sync.rs) over every interleaving with at most 2
+# preemptions per schedule (its own target dir: --cfg loom rebuilds every crate). The engine
+# needs nothing the installs below bring (no JACK, PipeWire or libclang), so it starts first: on
+# a fresh machine it compiles while apt and pip install (3 minutes there), instead of after the
+# package's build, where it was the last background job the live tests waited for.
+step "background: loom (log in target/background-loom.log)"
+background loom env LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" \
+  CARGO_TARGET_DIR=target/loom cargo test -p xrunlab-engine --release --lib --locked loom
+background_loom=$!
+background_jobs+=("$background_loom")
+
 # Each check tests for what the build or a test really uses, not a neighbour of it.
 need_apt=()
 command -v jackd >/dev/null || need_apt+=(jackd2)
@@ -79,30 +110,15 @@ if [ ${#need_pip[@]} -gt 0 ]; then
   export PATH="$PWD/target/tools/bin:$PATH"
 fi
 
-# Two compiles that no test waits for, started now, once their build needs are installed, so
-# that they use the CPU the steps below leave idle (clippy's and the build's narrow stretches,
-# then the tests that mostly wait on servers): the Debian package's release build (profile
-# dist, in target/pkg) and the race checker, loom, which explores the render cycle's
-# driver/worker hand-off (rt/loom_model.rs, the futex model in rt/sync.rs) over every
-# interleaving with at most 2 preemptions per schedule (its own target dir: --cfg loom rebuilds
-# every crate). Each in its own target dir, so no cargo below waits on their lock, and at the
-# lowest priority, so the steps below keep the CPU when they want it. They must be over before
-# the live tests start: a clean-clone run failed two of those with their real-time clients held
-# behind the compiler, and one with a SCHED_IDLE compiler beside it. Each runs in its own
-# session, so that a failing step stops them with it (the trap); where the kernel groups tasks
-# by session (autogroup), a session's nice is its own, and a new one's is 0 whatever its tasks'
-# nice: theirs is set to 19 too (else they took half of clippy's CPU).
-step "background: the package's release build and loom (logs in target/background-*.log)"
-mkdir -p target
-setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec nice -n 19 env CARGO_TARGET_DIR=target/pkg \
-  cargo build --profile dist --locked --features jack,pipewire --bin xrunlab' \
-  >target/background-dist.log 2>&1 &
+# The Debian package's release build (profile dist, in target/pkg), a compile that no test waits
+# for, started now that its build needs are installed (loom's started before them, above), so
+# that it uses the CPU the steps below leave idle (clippy's and the build's narrow stretches,
+# then the tests that mostly wait on servers).
+step "background: the package's release build (log in target/background-dist.log)"
+background dist env CARGO_TARGET_DIR=target/pkg \
+  cargo build --profile dist --locked --features jack,pipewire --bin xrunlab
 background_dist=$!
-setsid bash -c 'echo 19 2>/dev/null >/proc/self/autogroup; exec nice -n 19 env LOOM_MAX_PREEMPTIONS=2 RUSTFLAGS="--cfg loom" \
-  CARGO_TARGET_DIR=target/loom cargo test -p xrunlab-engine --release --lib --locked loom' \
-  >target/background-loom.log 2>&1 &
-background_loom=$!
-trap 'kill -- -"$background_dist" -"$background_loom" 2>/dev/null || true' EXIT
+background_jobs+=("$background_dist")
 
 # Tests that need root or an installed service are #[ignore]d with their reason
 # and run here (CI runs as root), so a run without them never passes silently.
