@@ -156,13 +156,28 @@ fn check_every_overrun_named(records: &[Value], induced: &[u64], from: u64, to: 
         ["driver_woke_late", "interrupt_late", "driver_ran_long"]
             .contains(&r["card"]["kind"].as_str().unwrap_or(""))
     };
+    // A second node late in the very cycle of a card naming the client (on 2 CPUs the calm
+    // client can wait behind the spinning one: "calm woke late: WAIT 5.47 ms ... runnable but
+    // waiting 5.38 ms" in the cycle of late's overrun, once in a quiet run) is a second true
+    // card of that cycle, not a misnamed overrun: it is left out of the share.
+    let late_cycles: Vec<u64> = records
+        .iter()
+        .filter(|r| node_name(r) == "late")
+        .filter_map(|r| r["card"]["xrun"]["cycle"].as_u64())
+        .collect();
+    let collateral = |r: &Value| {
+        node_name(r) != "late"
+            && r["card"]["xrun"]["cycle"]
+                .as_u64()
+                .is_some_and(|c| late_cycles.contains(&c))
+    };
     let named = records
         .iter()
         .filter(|r| !driver_rooted(r) && node_name(r) == "late")
         .count();
     let naming = records
         .iter()
-        .filter(|r| !driver_rooted(r) && !node_name(r).is_empty())
+        .filter(|r| !driver_rooted(r) && !node_name(r).is_empty() && !collateral(r))
         .count();
     let rooted_in_driver = records.iter().filter(|r| driver_rooted(r)).count();
     assert!(
@@ -1654,7 +1669,11 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
                 x["kind"] == "driver_woke_late"
                     && x["card"]["xrun"]["cycle_start_ns"]
                         .as_u64()
-                        .is_some_and(|c| c + PERIOD_NS >= t && c <= t + 15_000_000 + 2 * PERIOD_NS)
+                        // From the cycle due just before the spin (a spin that began 37 µs after
+                        // the driver's due time was carded on the cycle 5.37 ms before it).
+                        .is_some_and(|c| {
+                            c + PERIOD_NS + 1_000_000 >= t && c <= t + 15_000_000 + 2 * PERIOD_NS
+                        })
             })
         };
         let missed: Vec<u64> = spins
@@ -1668,9 +1687,11 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
              {after}",
             spins.len()
         );
-        // Known gap, left open on issue 22: on 1.4.2 the card of a spin that begins within tens
-        // of µs of the driver's due time can name no culprit (the driver's thread shows 87 µs
-        // run and no wait in its window; seen once in 8 spins). At most a quarter unnamed.
+        // A spin that began within tens of µs of the driver's due time preempted the driver
+        // mid-cycle; its card named no culprit while a preempted thread's `R+` was read as a
+        // sleep (fixed: xrunlab_trace::still_runnable). Still allowed, at most a quarter: once
+        // on 0.3.65 the driver's thread showed 20 ms asleep after the client woke it, with no
+        // culprit (issue 22).
         let unnamed: Vec<u64> = spins
             .iter()
             .copied()

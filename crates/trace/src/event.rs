@@ -59,8 +59,20 @@ fn serialize_arc_str<S: Serializer>(s: &Arc<str>, ser: S) -> Result<S::Ok, S::Er
 /// (TRACE_FLAG_HARDIRQ | TRACE_FLAG_SOFTIRQ).
 pub const FLAGS_IN_INTERRUPT: i64 = 0x08 | 0x10;
 
-/// `prev_state` of a task that was switched out while still runnable (preempted).
+/// `prev_state` of a task that was switched out while still runnable without being preempted
+/// (a yield); a preempted one is `R+` (see [`still_runnable`]).
 pub const TASK_RUNNING: i64 = 0;
+
+/// The sleep states' bits in a switch-out's `prev_state` (S D T t X Z P I, 0x01-0x80).
+const SLEEP_STATE_BITS: i64 = 0xff;
+
+/// Whether a switch-out with this `prev_state` left the task runnable: `R` (0), or `R+`, a task
+/// preempted while it ran, which kernels since 4.14 report as TASK_REPORT_MAX (0x100; older ones
+/// set a higher bit), with no sleep state's bit. Read as a sleep, a preempted audio thread's
+/// wait behind a real-time hog became "blocked", and its card named no culprit.
+pub fn still_runnable(prev_state: i64) -> bool {
+    prev_state & SLEEP_STATE_BITS == 0
+}
 
 /// What happened. Field names follow the kernel's tracepoint fields.
 #[derive(Debug, Clone, PartialEq, Serialize)]

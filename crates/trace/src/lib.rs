@@ -90,7 +90,7 @@ pub use blame::{
 pub use cpu_context::{CpuContext, IdleEntry};
 pub use culprits::{CulpritTotal, Culprits};
 pub use decode::{EventSpec, EVENTS};
-pub use event::{Comm, EventKind, TraceEvent};
+pub use event::{still_runnable, Comm, EventKind, TraceEvent};
 pub use perfetto::{PerfettoOptions, PerfettoSummary, PerfettoWriter, Track};
 pub use procinfo::{NoLookup, ProcLookup, SeenTasks, TaskIdentity, TaskLookup};
 pub use recorder::{now_ns, Cursor, TraceInfo, TraceOptions, TraceStats, Tracer, Window};

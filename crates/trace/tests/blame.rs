@@ -202,6 +202,62 @@ fn a_hog_that_preempts_the_worker_is_named_with_pid_and_policy() {
     assert!(c.window_complete && c.lost_events == 0);
 }
 
+/// `prev_state` of a task switched out while running (`R+`): TASK_REPORT_MAX, which kernels since
+/// 4.14 report for a preempted task, not 0.
+const PREEMPTED: i64 = 0x100;
+
+#[test]
+fn a_worker_preempted_mid_render_waited_behind_the_hog_and_was_not_blocked() {
+    // Worker 1 is woken at 1.0 ms and runs; the hog wakes at 1.1 ms and preempts it (its
+    // switch-out says R+), spins to 2.1 ms, and the worker finishes at 2.52 ms.
+    let mut events = vec![
+        switch(
+            500 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+        switch(MS, 0, ("swapper/0", 0, 120, 0), ("worker 1", 100, FIFO70)),
+        switch(
+            1100 * US,
+            0,
+            ("worker 1", 100, FIFO70, PREEMPTED),
+            ("xrl-hog", 4711, FIFO90),
+        ),
+        switch(
+            2100 * US,
+            0,
+            ("xrl-hog", 4711, FIFO90, S),
+            ("worker 1", 100, FIFO70),
+        ),
+        switch(
+            2520 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    events.extend(wake(MS, 0, "worker 1", 100, 0, 0));
+    events.extend(wake(1100 * US, 0, "xrl-hog", 4711, 0, 0));
+    let threads = vec![thread("worker 1", 100, MS, 2520 * US, Some(500 * US))];
+    let w = window(events, 0);
+    let c = card(&threads, &w, 2520 * US, &[], &HogAlive);
+    let t = &c.threads[0];
+    assert!(
+        (t.waited_us - 1000.0).abs() < 1e-6 && t.sleeps.is_empty(),
+        "preempted 1.0 ms, not asleep: waited {} µs, sleeps {:?} ({})",
+        t.waited_us,
+        t.sleeps,
+        c.verdict
+    );
+    assert_eq!(c.cause, Cause::Waited, "{}", c.verdict);
+    let main = c
+        .main_culprit
+        .as_ref()
+        .expect("the hog is the main culprit");
+    assert_eq!(main.who.tid, Some(4711), "{}", c.verdict);
+}
+
 #[test]
 fn without_procfs_the_policy_comes_from_the_kernel_priority() {
     let (threads, w) = hog_scenario();

@@ -252,7 +252,7 @@ fn event_times_are_clock_monotonic_like_the_engine() {
                 prev_tid,
                 prev_state,
                 ..
-            } if prev_tid == tid && prev_state != 0 => Some(e.ts_ns),
+            } if prev_tid == tid && !xrunlab_trace::still_runnable(prev_state) => Some(e.ts_ns),
             _ => None,
         })
         .collect();

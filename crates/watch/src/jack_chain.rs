@@ -10,7 +10,7 @@
 //! same evidence PipeWire's profiler gives for a late follower.
 
 use crate::model::{Cycle, NodeStatus, NodeTiming};
-use xrunlab_trace::{EventKind, TraceEvent};
+use xrunlab_trace::{still_runnable, EventKind, TraceEvent};
 
 /// The threads of a JACK2 graph, found from procfs (see `xrunlab_jack::procs`).
 #[derive(Debug, Clone)]
@@ -94,7 +94,7 @@ fn client_timing(
                 prev_tid,
                 prev_state,
                 ..
-            } if *prev_tid == tid && t.signal_ns != 0 && *prev_state != 0 => {
+            } if *prev_tid == tid && t.signal_ns != 0 && !still_runnable(*prev_state) => {
                 // A switch-in the trace did not show (perf drops some events made in idle
                 // context): the thread ran from its wake-up at the latest.
                 if t.awake_ns == 0 {

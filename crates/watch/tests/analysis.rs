@@ -598,6 +598,89 @@ fn jack_client_timing_comes_from_the_wake_chain_and_shows_the_overrun() {
 }
 
 #[test]
+fn a_jack_client_preempted_mid_callback_finishes_when_it_sleeps_not_when_preempted() {
+    use xrunlab_watch::jack_chain::{derive_cycles, ChainThreads, Period};
+    let (server, client, hog) = (17920, 17927, 999);
+    let wake = |ts: u64| TraceEvent {
+        ts_ns: ts,
+        cpu: 1,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(b"late"),
+            tid: client,
+            prio: 24,
+            target_cpu: 0,
+            waking: true,
+            waker_tid: server,
+            in_interrupt: false,
+        },
+    };
+    // `R+`: kernels since 4.14 report a preempted task's prev_state as TASK_REPORT_MAX.
+    const PREEMPTED: i64 = 0x100;
+    let mut events = Vec::new();
+    for i in 0..4u64 {
+        let s = start(i);
+        events.push(wake(s));
+        events.push(switch(
+            s + 15 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("late", client, 24),
+        ));
+        if i == 1 {
+            // A hog preempts the callback for 2 ms; it then runs 10 µs more and sleeps.
+            events.push(switch(
+                s + 25 * US,
+                0,
+                ("late", client, 24, PREEMPTED),
+                ("hog", hog, 9),
+            ));
+            events.push(switch(
+                s + 2_025 * US,
+                0,
+                ("hog", hog, 9, 1),
+                ("late", client, 24),
+            ));
+            events.push(switch(
+                s + 2_035 * US,
+                0,
+                ("late", client, 24, 1),
+                ("swapper/0", 0, 120),
+            ));
+        } else {
+            events.push(switch(
+                s + 35 * US,
+                0,
+                ("late", client, 24, 1),
+                ("swapper/0", 0, 120),
+            ));
+        }
+    }
+    events.sort_by_key(|e| e.ts_ns);
+    let threads = ChainThreads {
+        server_tid: server,
+        clients: vec![(1, "late".into(), client)],
+    };
+    let cycles = derive_cycles(
+        &events,
+        &threads,
+        Period {
+            frames: 256,
+            rate: 48_000,
+        },
+    );
+    let c1 = &cycles[1].followers[0];
+    assert_eq!(
+        (c1.awake_ns, c1.finish_ns, c1.status),
+        (
+            start(1) + 15 * US,
+            start(1) + 2_035 * US,
+            NodeStatus::Finished
+        ),
+        "the callback ended at its sleep, after the 2 ms preemption"
+    );
+}
+
+#[test]
 fn the_callback_thread_is_the_one_the_server_wakes() {
     use xrunlab_watch::jack_chain::pick_threads;
     let wake = |ts: u64, tid: i32, waker: i32| TraceEvent {

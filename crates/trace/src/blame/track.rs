@@ -264,7 +264,7 @@ impl Tracker {
             },
             e.cpu,
         ));
-        self.state = if prev_state == crate::event::TASK_RUNNING {
+        self.state = if crate::event::still_runnable(prev_state) {
             State::Runnable {
                 since: ts,
                 cpu: e.cpu,
