@@ -1687,11 +1687,11 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
              {after}",
             spins.len()
         );
-        // A spin that began within tens of µs of the driver's due time preempted the driver
-        // mid-cycle; its card named no culprit while a preempted thread's `R+` was read as a
-        // sleep (fixed: xrunlab_trace::still_runnable). Still allowed, at most a quarter: once
-        // on 0.3.65 the driver's thread showed 20 ms asleep after the client woke it, with no
-        // culprit (issue 22).
+        // Known gap, left open on issue 22: a spin's card can name no culprit. The driver's
+        // thread then shows 50-90 µs run, no wait and no wake-up in its window ("no kernel cause
+        // found"): the wake-up that ended its sleep is not in the trace (on 1.4.2, 9 of 16 spins
+        // in one hand-made watch, none in three others; once on 0.3.65, 20 ms asleep after the
+        // client woke it). At most a quarter unnamed.
         let unnamed: Vec<u64> = spins
             .iter()
             .copied()
