@@ -640,6 +640,14 @@ mod tests {
     }
 
     /// Runs `f` in a fresh thread, so the harness thread never becomes real-time or pinned.
+    /// What an untouched thread of this process runs with: SCHED_OTHER at the nice it inherited
+    /// (test.sh runs some test binaries at nice 19).
+    fn other_now() -> String {
+        // SAFETY: getpriority reads the calling thread's nice; no pointers.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        format!("SCHED_OTHER nice {nice}")
+    }
+
     fn in_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         std::thread::spawn(f).join().unwrap()
     }
@@ -744,8 +752,8 @@ mod tests {
         assert!(reason(&zero.uclamp).starts_with("EINVAL: uclamp_min 2000"));
         assert!(reason(&zero.affinity).starts_with("EINVAL: empty CPU list"));
         // Nothing changed, and the fallbacks say what the thread still runs with.
-        assert_eq!(zero.obtained, "SCHED_OTHER nice 0");
-        assert_eq!(fallback(&zero.priority), "SCHED_OTHER nice 0");
+        assert_eq!(zero.obtained, other_now());
+        assert_eq!(fallback(&zero.priority), other_now());
         assert!(fallback(&zero.affinity).starts_with("runs on CPUs "));
         assert_eq!(zero.deadline, Outcome::NotRequested);
 
@@ -905,8 +913,8 @@ mod tests {
                 reason(&r.deadline),
                 errno_reason(libc::EBUSY, Request::Deadline)
             );
-            assert_eq!(fallback(&r.deadline), "SCHED_OTHER nice 0");
-            assert_eq!(r.obtained, "SCHED_OTHER nice 0");
+            assert_eq!(fallback(&r.deadline), other_now());
+            assert_eq!(r.obtained, other_now());
         }
     }
 
@@ -1077,10 +1085,10 @@ mod tests {
             Outcome::Refused {
                 reason: "EPERM: operation not permitted (need CAP_SYS_NICE or an RLIMIT_RTPRIO)"
                     .into(),
-                fallback: "SCHED_OTHER nice 0".into(),
+                fallback: other_now(),
             }
         );
         assert!(reason(&report.deadline).starts_with("EPERM: "));
-        assert_eq!(report.obtained, "SCHED_OTHER nice 0");
+        assert_eq!(report.obtained, other_now());
     }
 }
