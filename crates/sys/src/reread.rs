@@ -104,24 +104,15 @@ mod tests {
     #[test]
     fn a_live_proc_file_gives_a_new_value_at_each_read() {
         let mut r = Reread::new("/proc/thread-self/schedstat");
-        let first: u64 = r
-            .read()
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        // The first field: this thread's time on a CPU, ns.
+        let mut ran_ns = || -> u64 {
+            let text = r.read().unwrap();
+            text.split_whitespace().next().unwrap().parse().unwrap()
+        };
+        let first = ran_ns();
         let t = std::time::Instant::now();
         while t.elapsed() < std::time::Duration::from_millis(20) {}
-        let second: u64 = r
-            .read()
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
+        let second = ran_ns();
         assert!(
             second > first,
             "this thread ran 20 ms between the reads: {first} then {second} ns"
