@@ -1219,14 +1219,25 @@ fn bench_watch_starved_server_mode_finds_every_spin_and_names_the_hog_as_the_roo
     assert_eq!(f.kernel_note, "recorded", "{f:?}");
     // 5 s: spins from 1.5 s, every 700 ms, none in the last half second.
     assert!(f.spins >= 4, "{f:?}");
-    // Measured here: every spin found and every card naming the hog (6 of 6, and 100 % on
-    // PipeWire 0.3.65 and 1.4.2 by hand); one spin lost to this shared machine's noise is allowed.
+    // Measured here: every spin found and every card naming the hog (6 of 6, 36 of 36 quiet or
+    // beside kernel-heavy `dd` noise, and 100 % on PipeWire 0.3.65 and 1.4.2 by hand); one spin
+    // lost to this shared machine's noise is allowed.
     assert!(f.spins_with_card + 1 >= f.spins, "recall: {f:?}\n{stdout}");
+    assert_eq!(
+        f.not_naming_hog.len(),
+        f.cards_in_spins - f.right_root,
+        "each card during a spin that misses the hog is listed: {f:?}"
+    );
+    // This VM makes xruns of its own (a driver late behind kdamond, on a PREEMPT_NONE kernel),
+    // some seconds five in five seconds, and one of them may land in a spin's 85 ms window: one
+    // card not naming the hog is allowed only in a run that shows such xruns outside the spins
+    // (once in CI: 10 cards, 5 outside the spins, 1 of the 5 in spins on the calm client).
+    let noisy = usize::from(f.cards > f.cards_in_spins);
     assert!(
-        f.right_root * 10 >= f.cards_in_spins * 9 && f.right_root > 0,
+        f.right_root + noisy >= f.cards_in_spins && f.right_root > 0,
         "right root: {f:?}\n{stdout}"
     );
-    assert_eq!(f.on_calm, 0, "{f:?}\n{stdout}");
+    assert!(f.on_calm <= noisy, "{f:?}\n{stdout}");
     assert!(stdout.contains("right root"), "the table: {stdout}");
 }
 

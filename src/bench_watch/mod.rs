@@ -428,6 +428,12 @@ fn print_starved(f: &StarvedFigures) {
     if f.kernel_note != "recorded" {
         println!("  kernel events were not recorded: {}", f.kernel_note);
     }
+    if !f.not_naming_hog.is_empty() {
+        println!("cards during spins that do not name the hog:");
+        for verdict in &f.not_naming_hog {
+            println!("  {verdict}");
+        }
+    }
     println!(
         "recall: spins with a card during them (30 ms before the spin to 40 ms after it); right \
          root: of the cards during spins, those whose root is the server's thread woken late \
@@ -574,6 +580,11 @@ fn starved_mode(
             .iter()
             .filter(|(r, _)| blames_node(r, "bench-calm"))
             .count(),
+        not_naming_hog: in_spins
+            .iter()
+            .filter(|(r, _)| !names_hog(r, spun.tid))
+            .map(|(r, _)| r.verdict.clone())
+            .collect(),
         cpu_pct: cpu_s / secs * 100.0,
         lost: summary.kernel_events.lost,
         kernel_note: summary.kernel_events.note,

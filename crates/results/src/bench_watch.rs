@@ -83,6 +83,10 @@ pub struct StarvedFigures {
     pub right_root: usize,
     /// Of those, the cards that blame the calm client as the root.
     pub on_calm: usize,
+    /// The verdicts of the cards during spins that do not name the hog, so that a reader can
+    /// judge each one (the machine's own xruns land in a spin's window too).
+    #[serde(default)]
+    pub not_naming_hog: Vec<String>,
     /// Watch's own user+system CPU time over the watch, % of one CPU.
     pub cpu_pct: f64,
     /// Kernel events the tracer lost.
@@ -174,6 +178,9 @@ mod tests {
                 cards_in_spins: 13,
                 right_root: 12,
                 on_calm: 0,
+                not_naming_hog: vec!["xrun 9 (cycle 466): every node finished in time, but the \
+                                      driver \"driver\" woke 6.16 ms late, behind kdamond.0"
+                    .to_owned()],
                 cpu_pct: 2.5,
                 lost: 0,
                 kernel_note: "recorded".to_owned(),
