@@ -85,6 +85,13 @@ pub fn card_lines(s: &mut String, d: &Dropout, card: &BlameCard) {
             let list: Vec<String> = t.ran_instead.iter().take(4).map(culprit).collect();
             let _ = writeln!(s, "            ran instead: {}", list.join("; "));
         }
+        if t.not_preempted_us > 0.0 {
+            let _ = writeln!(
+                s,
+                "            not preempted: {} of the wait behind tasks of a lower priority (kernel code on a kernel without full preemption, preemption off, or RT throttling)",
+                ms(t.not_preempted_us)
+            );
+        }
         if let Some(cause) = &t.idle_cause {
             let _ = writeln!(
                 s,

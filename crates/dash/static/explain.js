@@ -227,6 +227,7 @@ export class Explain {
           el('div', '', `${woken}; waited ${ms(t.waited_us)} (${(t.wait_accounted * 100).toFixed(0)} % accounted); ran ${ms(t.ran_us)} (${median}); interrupts ${ms(t.interrupt_us)}`),
         );
         if (t.ran_instead.length) block.append(el('div', '', `ran instead: ${t.ran_instead.slice(0, 4).map((c) => `${who(c)} ${ms(c.us)}`).join('; ')}`));
+        if (t.not_preempted_us > 0) block.append(el('div', '', `not preempted: ${ms(t.not_preempted_us)} of the wait behind tasks of a lower priority (kernel code on a kernel without full preemption, preemption off, or RT throttling)`));
         if (t.idle_cause) block.append(el('div', '', `idle CPU: waited ${ms(t.idle_wait_us)}: ${idleWords(t.idle_cause)}`));
         if (t.interrupts.length) block.append(el('div', '', `interrupts: ${t.interrupts.slice(0, 4).map((c) => `${who(c)} ${ms(c.us)}`).join('; ')}`));
         if (t.migrations.length) block.append(el('div', '', `migrations: ${t.migrations.map((m) => `CPU${m.from_cpu}→CPU${m.to_cpu} at +${ms(m.at_us)}`).join(', ')}`));

@@ -305,6 +305,7 @@
  * @property {Culprit[]} interrupts
  * @property {number} interrupt_us
  * @property {number} ran_us
+ * @property {number} not_preempted_us
  * @property {number|null} median_us
  * @property {number|null} cpu_khz
  * @property {Array<{at_us: number, from_cpu: number, to_cpu: number}>} migrations

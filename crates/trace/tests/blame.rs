@@ -1,6 +1,6 @@
-//! Blame cards on synthetic kernel event sequences: a hog preempting a worker, an interrupt
-//! storm, a render that ran long, a migration, sleeps inside the render, lost events, and the
-//! top-culprits table. Runs on the test harness threads; no kernel access.
+//! Blame cards on synthetic kernel event sequences: a hog preempting a worker, a lower-priority
+//! task the kernel did not preempt, an interrupt storm, a render that ran long, a migration,
+//! sleeps inside the render, lost events, and the top-culprits table. Runs on the test harness threads; no kernel access.
 
 use xrunlab_trace::{
     blame, AudioThread, BlameCard, BlameInput, Cause, Comm, CulpritKind, Culprits, EventKind,
@@ -1013,4 +1013,79 @@ fn a_thread_still_busy_with_an_earlier_buffer_at_the_period_start_started_late()
         "late: driver started 1.30 ms after the period start, still busy with an earlier buffer"
     );
     assert!(c.threads[0].busy_at_period_start, "{:?}", c.threads[0]);
+}
+
+/// Worker 1 (SCHED_FIFO 70) is woken at 1.0 ms on CPU0, where kdamond.0 (SCHED_OTHER, kernel
+/// priority 120) runs on until 2.0 ms: a preemptible kernel would have switched at once.
+fn not_preempted_scenario(cpu: xrunlab_trace::CpuContext) -> (Vec<AudioThread>, Window) {
+    let mut events = vec![
+        switch(
+            500 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("kdamond.0", 76, 120),
+        ),
+        switch(
+            2000 * US,
+            0,
+            ("kdamond.0", 76, 120, PREEMPTED),
+            ("worker 1", 100, FIFO70),
+        ),
+        switch(
+            2400 * US,
+            0,
+            ("worker 1", 100, FIFO70, S),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    events.extend(wake(MS, 0, "worker 1", 100, 0, 0));
+    let threads = vec![thread(
+        "worker 1",
+        100,
+        2000 * US,
+        2400 * US,
+        Some(400 * US),
+    )];
+    let mut w = window(events, 0);
+    w.cpu = cpu;
+    (threads, w)
+}
+
+#[test]
+fn a_lower_priority_task_the_kernel_did_not_preempt_is_named_as_such() {
+    let (threads, w) = not_preempted_scenario(xrunlab_trace::CpuContext::default());
+    let c = card(&threads, &w, 2400 * US, &[], &NoLookup);
+    assert_eq!(c.cause, Cause::Waited);
+    assert_eq!(
+        c.verdict,
+        "late: worker 1 waited 1.00 ms on CPU0 behind kdamond.0 (pid 76, normal nice 0), which \
+         the kernel did not preempt though its priority is lower"
+    );
+    let t = &c.threads[0];
+    assert!((t.waited_us - 1000.0).abs() < 1e-6, "{}", t.waited_us);
+    assert!(
+        (t.not_preempted_us - 1000.0).abs() < 1e-6,
+        "{}",
+        t.not_preempted_us
+    );
+    // A hog of a higher priority preempted the worker as the kernel should: no such note.
+    let (threads, w) = hog_scenario();
+    let c = card(&threads, &w, 2520 * US, &[], &HogAlive);
+    assert_eq!(c.threads[0].not_preempted_us, 0.0);
+    assert!(!c.verdict.contains("preempt"), "{}", c.verdict);
+}
+
+#[test]
+fn steal_on_the_cpu_of_a_wait_behind_a_task_is_said_beside_the_task() {
+    let (threads, w) = not_preempted_scenario(context(10, &[]));
+    let c = card(&threads, &w, 2400 * US, &[], &NoLookup);
+    assert!(
+        c.verdict.ends_with(
+            "(CPU0 had 10.00 ms of hypervisor steal in the 200 ms around it: the vCPU may not \
+             have been running)"
+        ),
+        "{}",
+        c.verdict
+    );
+    assert!(c.verdict.contains("behind kdamond.0"), "{}", c.verdict);
 }

@@ -9,7 +9,7 @@ use super::culprit::{add_culprit, explain_idle, irq_culprit, sort_desc, task_cul
 use super::timeline::{cpu_timelines, CpuTimeline, Span};
 use super::track::{track_thread, State, ThreadTrack, Waker};
 use super::{us, words, BlameInput};
-use crate::event::{state_letters, TraceEvent};
+use crate::event::{state_letters, EventKind, TraceEvent};
 use crate::procinfo::TaskLookup;
 use std::collections::BTreeMap;
 
@@ -59,6 +59,12 @@ pub(super) struct Account {
     pub(super) busy_at_start: bool,
     pub(super) cpu_khz: Option<u32>,
     pub(super) idle_cause: Option<IdleCause>,
+    /// The part of `wait_task_ns` behind tasks of a lower priority than this real-time thread's:
+    /// the kernel did not preempt them (kernel code on a kernel without full preemption, a
+    /// section with preemption off, or real-time throttling). ...
+    pub(super) not_preempted_ns: u64,
+    /// ... and those tasks' tids.
+    pub(super) not_preempted: Vec<i32>,
 }
 
 impl<'a> Scope<'a> {
@@ -92,7 +98,8 @@ impl<'a> Scope<'a> {
             end,
             ..Account::default()
         };
-        self.split_waits(&mut a, at.tid, &track.waits);
+        let prio = kernel_prio(self.events(), at.tid, end);
+        self.split_waits(&mut a, at.tid, prio, &track.waits);
         self.add_runs(&mut a, &track.runs);
         a.cpus.sort_unstable();
         sort_desc(&mut a.ran_instead);
@@ -118,8 +125,9 @@ impl<'a> Scope<'a> {
     }
 
     /// Splits each wait of thread `tid` (clipped to the buffer) between the tasks that ran on
-    /// its CPU meanwhile, the interrupts there and the CPU's idle time.
-    fn split_waits(&self, a: &mut Account, tid: i32, waits: &[(Span, u16)]) {
+    /// its CPU meanwhile, the interrupts there and the CPU's idle time. `prio` is the thread's
+    /// kernel priority, when the window shows it.
+    fn split_waits(&self, a: &mut Account, tid: i32, prio: Option<i32>, waits: &[(Span, u16)]) {
         for (span, cpu) in waits
             .iter()
             .filter_map(|(s, c)| Some((s.clip(self.start, a.end)?, *c)))
@@ -144,6 +152,12 @@ impl<'a> Scope<'a> {
                 match task_culprit(o, cpu, self.lookup) {
                     Some(c) => {
                         a.wait_task_ns += task_ns;
+                        if prio.is_some_and(|p| outranks(p, o.prio)) {
+                            a.not_preempted_ns += task_ns;
+                            if !a.not_preempted.contains(&o.tid) {
+                                a.not_preempted.push(o.tid);
+                            }
+                        }
                         add_culprit(&mut a.ran_instead, c, task_ns);
                     }
                     None => {
@@ -208,6 +222,36 @@ impl<'a> Scope<'a> {
     }
 }
 
+/// Whether a runnable real-time thread of kernel priority `waiting` should have preempted a task
+/// of kernel priority `running` at once: it is real-time (0..=99) and the other's number is
+/// larger (a lower priority; SCHED_OTHER is 100..=139). A deadline task (-1) outranks it.
+fn outranks(waiting: i32, running: i32) -> bool {
+    (0..=99).contains(&waiting) && running > waiting
+}
+
+/// Thread `tid`'s kernel priority: the last one the window's events show for it at or before
+/// `until`, from its wake-ups and its switches.
+fn kernel_prio(events: &[TraceEvent], tid: i32, until: u64) -> Option<i32> {
+    events
+        .iter()
+        .rev()
+        .filter(|e| e.ts_ns <= until)
+        .find_map(|e| match e.kind {
+            EventKind::Wakeup { tid: t, prio, .. } if t == tid => Some(prio),
+            EventKind::Switch {
+                prev_tid,
+                prev_prio,
+                ..
+            } if prev_tid == tid => Some(prev_prio),
+            EventKind::Switch {
+                next_tid,
+                next_prio,
+                ..
+            } if next_tid == tid => Some(next_prio),
+            _ => None,
+        })
+}
+
 impl Account {
     /// The card's account of thread `at`, whose buffer began at `start`.
     pub(super) fn thread_blame(&self, at: &AudioThread, start: u64) -> ThreadBlame {
@@ -224,6 +268,7 @@ impl Account {
             interrupts: self.interrupts.clone(),
             interrupt_us: us(self.interrupt_ns),
             ran_us: us(self.ran_ns),
+            not_preempted_us: us(self.not_preempted_ns),
             median_us: at.median_busy_ns.map(us),
             cpu_khz: self.cpu_khz,
             migrations: self

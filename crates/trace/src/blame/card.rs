@@ -170,6 +170,10 @@ pub struct ThreadBlame {
     pub interrupt_us: f64,
     /// On-CPU time minus interrupts, µs.
     pub ran_us: f64,
+    /// The part of `waited_us` behind tasks of a lower priority than this real-time thread's,
+    /// which the kernel did not preempt for it: kernel code on a kernel without full preemption
+    /// (`preempt=none` or `voluntary`), a section with preemption off, or real-time throttling.
+    pub not_preempted_us: f64,
     /// Its median work time for this load, µs.
     pub median_us: Option<f64>,
     /// CPU frequency during the buffer, kHz, when the kernel reported one.

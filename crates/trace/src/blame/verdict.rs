@@ -41,7 +41,16 @@ pub(super) fn candidates(
             .iter()
             .max_by_key(|(_, ns)| **ns)
             .map_or(top.cpu, |(c, _)| *c);
-        let text = words::waited_behind(role, a.wait_task_ns, wait_cpu, &top.who);
+        let lower = top.who.tid.is_some_and(|t| a.not_preempted.contains(&t));
+        let steal = scope
+            .input
+            .window
+            .cpu
+            .steal_ns
+            .get(&wait_cpu)
+            .filter(|&&ns| ns > 0)
+            .map(|&ns| (ns, scope.input.window.cpu.span_ms));
+        let text = words::waited_behind(role, a.wait_task_ns, wait_cpu, &top.who, lower, steal);
         list.push(candidate(
             Cause::Waited,
             a.wait_task_ns,

@@ -88,12 +88,33 @@ pub(super) fn woken_by(
 }
 
 /// `worker 1 waited 1.02 ms on CPU0 behind hog (pid 4711, SCHED_FIFO 90)`.
-pub(super) fn waited_behind(role: &str, ns: u64, cpu: u16, who: &Who) -> String {
-    format!(
+/// When the task has a lower priority than the real-time thread (`lower`), the kernel did not
+/// preempt it, which the sentence says; hypervisor steal on the CPU around the wait (`steal`:
+/// ns over a span of ms) is said too, as the vCPU may not have run at all.
+pub(super) fn waited_behind(
+    role: &str,
+    ns: u64,
+    cpu: u16,
+    who: &Who,
+    lower: bool,
+    steal: Option<(u64, f64)>,
+) -> String {
+    let mut text = format!(
         "{role} waited {} on CPU{cpu} behind {}",
         ms_text(ns),
         task_words(who)
-    )
+    );
+    if lower {
+        text.push_str(", which the kernel did not preempt though its priority is lower");
+    }
+    if let Some((steal_ns, span_ms)) = steal {
+        text.push_str(&format!(
+            " (CPU{cpu} had {} of hypervisor steal in the {span_ms:.0} ms around it: the vCPU \
+             may not have been running)",
+            ms_text(steal_ns)
+        ));
+    }
+    text
 }
 
 /// `driver waited 0.50 ms on idle CPU1, waking from C6 (...)`.
