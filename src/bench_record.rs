@@ -295,7 +295,14 @@ pub fn bench(args: &RecordBenchArgs) -> Result<(), Failure> {
         WatchServer::Jack
     };
     // The server must be there before anything starts: the recorder would wait for it.
-    drop(crate::watch_source::open(server, args.jack_server.as_deref()).map_err(Failure::Runtime)?);
+    drop(
+        crate::watch_source::open(
+            server,
+            args.jack_server.as_deref(),
+            crate::watch_source::LIVE,
+        )
+        .map_err(Failure::Runtime)?,
+    );
     println!(
         "record and watch side by side on {}, {} per phase (counted after their first {} s), \
          kernel events {}; the storm's client stalls 12 ms every {}",

@@ -24,9 +24,17 @@ use xrunlab_watch::{words, Card, KernelSide, Role, Source, WatchEvent, Watcher};
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 /// How often a server that went away is looked for again.
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
+/// How long the recorder reads on once told to end, so that the records the server sent before
+/// the end are read: a record waits up to a batch in the source's thread, then up to a batch
+/// for this thread's next read; and a little (`kill -9` cannot wait: it loses those batches).
+const DRAIN: Duration = Duration::from_millis(2 * watch_source::RECORDED.as_millis() as u64 + 150);
 
 fn open_source(args: &RecordArgs) -> Result<Box<dyn Source>, String> {
-    watch_source::open(args.server, args.jack_server.as_deref())
+    watch_source::open(
+        args.server,
+        args.jack_server.as_deref(),
+        watch_source::RECORDED,
+    )
 }
 
 /// A CLOCK_MONOTONIC time as ns since the Unix epoch.
@@ -130,12 +138,21 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
     let mut nodes: BTreeSet<String> = BTreeSet::new();
     let mut graph = None;
     let mut xruns = 0u64;
+    // Why and since when the recorder is ending: it reads on for one batch first, so that what
+    // the server reported before the end is on file (a second stop signal exits at once).
+    let mut ending: Option<(String, Instant)> = None;
     let end = loop {
-        if let Some(sig) = signals.received() {
-            break format!("ended by {sig}");
+        if ending.is_none() {
+            if let Some(sig) = signals.received() {
+                ending = Some((format!("ended by {sig}"), Instant::now()));
+            } else if args.duration.is_some_and(|d| started.elapsed() >= d) {
+                ending = Some(("the --duration ended".to_owned(), Instant::now()));
+            }
         }
-        if args.duration.is_some_and(|d| started.elapsed() >= d) {
-            break "the --duration ended".to_owned();
+        if let Some((why, since)) = &ending {
+            if watcher.is_none() || since.elapsed() >= DRAIN {
+                break why.clone();
+            }
         }
         let Some(w) = watcher.as_mut() else {
             if tried.elapsed() < RECONNECT_EVERY {
@@ -171,7 +188,7 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
             }
             continue;
         };
-        match w.step(Duration::from_millis(100)) {
+        match w.step(watch_source::RECORDED) {
             Ok(events) => {
                 for e in events {
                     match e {

@@ -143,7 +143,8 @@ impl Output {
 }
 
 fn open_source(args: &WatchArgs) -> Result<Box<dyn Source>, Failure> {
-    watch_source::open(args.server, args.jack_server.as_deref()).map_err(Failure::Runtime)
+    watch_source::open(args.server, args.jack_server.as_deref(), watch_source::LIVE)
+        .map_err(Failure::Runtime)
 }
 
 /// Runs `xrunlab watch`.

@@ -1642,7 +1642,7 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
         assert!(kept >= 2, "the killed recorder kept {kept} xruns: {before}");
         let second_from = now_ns();
         let out = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
-            .args(["record", "--server", "pipewire", "--duration", "5s", "--db"])
+            .args(["record", "--server", "pipewire", "--duration", "6s", "--db"])
             .arg(&db)
             .envs(pw.env())
             .output()
@@ -1662,16 +1662,18 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
         );
         // Every spin of the hog while a recorder ran left an xrun on file of the driver's late
         // start, most naming the hog: the spins from a recorder's first second and a half (it
-        // connects, opens its rings, learns the graph) to half a second before its end (a card
-        // waits for its window; SIGKILL loses the one being written) are each matched, by the
+        // connects, opens its rings, learns the graph) to its end are each matched, by the
         // cycle the driver started late (its start within the spin or just after it), to such a
-        // card.
+        // card. The end: for the recorder that ended itself, 1.7 s before it exited (it reads on
+        // for 1.15 s, what the server reported before its --duration ended, and a card waits for
+        // its window); for the one killed, a second before (SIGKILL also loses the batch of
+        // records not yet read, half a second of them).
         let hog_named = |x: &Value| {
             x["card"]["root"]["account"]["main_culprit"]["pid"].as_i64() == Some(i64::from(hog_pid))
         };
-        let (settle, tail) = (1_500_000_000, 500_000_000);
+        let (settle, tail, killed_tail) = (1_500_000_000, 1_700_000_000, 1_000_000_000);
         let inside = |t: u64| {
-            (first_from + settle..first_to - tail).contains(&t)
+            (first_from + settle..first_to - killed_tail).contains(&t)
                 || (second_from + settle..second_to - tail).contains(&t)
         };
         let spins: Vec<u64> = spins.try_iter().filter(|&t| inside(t)).collect();

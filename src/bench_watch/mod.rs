@@ -521,10 +521,14 @@ fn starved_mode(
     } else {
         WatchServer::Jack
     };
-    let pid = crate::watch_source::open(server, args.jack_server.as_deref())
-        .map_err(Failure::Runtime)?
-        .server_pid()
-        .ok_or_else(|| Failure::Runtime("the server's process was not found".into()))?;
+    let pid = crate::watch_source::open(
+        server,
+        args.jack_server.as_deref(),
+        crate::watch_source::LIVE,
+    )
+    .map_err(Failure::Runtime)?
+    .server_pid()
+    .ok_or_else(|| Failure::Runtime("the server's process was not found".into()))?;
     let thread = hog::server_thread(pid).map_err(Failure::Runtime)?;
     let cpu = *xrunlab_sys::cpu_set(xrunlab_sys::default_sys_root())
         .last()

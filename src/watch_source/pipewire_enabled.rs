@@ -1,11 +1,12 @@
 //! `watch --server pipewire`: the PipeWire adapter of `xrunlab-pipewire` (its profiler as
 //! watch's source); runs on the main thread.
 
+use std::time::Duration;
 use xrunlab_watch::Source;
 
-/// Connects to the server the environment names and binds its profiler.
-pub fn open() -> Result<Box<dyn Source>, String> {
-    xrunlab_pipewire::PipeWireSource::open()
+/// Connects to the server the environment names and binds its profiler, read every `batch`.
+pub fn open(batch: Duration) -> Result<Box<dyn Source>, String> {
+    xrunlab_pipewire::PipeWireSource::open(batch)
         .map(|s| Box::new(s) as Box<dyn Source>)
         .map_err(|e| e.to_string())
 }

@@ -18,6 +18,7 @@ fn main() {
     let p = Profiler::connect(&Options {
         remote: Some(socket.clone()),
         keep_raw: true,
+        read_every: None,
     })
     .unwrap_or_else(|e| panic!("{e}"));
     println!("server {}", p.server_version());

@@ -31,8 +31,9 @@ const PROFILER_VERSION: u32 = 3;
 /// socket holds what comes in between (about 20 records, a few kilobytes), and a card waits at
 /// most this long. At 20 ms the two threads' sleeps were a quarter of watch's CPU (`perf`, 1.4.2):
 /// each arms a timer and switches (on a VM, exits to the host); a card waits for its kernel
-/// window longer than 50 ms anyway. Watch's main thread sleeps as long (watch_source.rs).
-pub(crate) const READ_EVERY: Duration = Duration::from_millis(50);
+/// window longer than 50 ms anyway. Watch's main thread sleeps as long (watch_source.rs). A
+/// caller that prints nothing live (`record`) asks for a longer one ([`Options::read_every`]).
+pub const READ_EVERY: Duration = Duration::from_millis(50);
 
 /// A node of the graph, from the registry (its pid from its client's properties).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +80,8 @@ pub struct Options {
     pub remote: Option<String>,
     /// Also send every raw pod as [`Event::RawPod`].
     pub keep_raw: bool,
+    /// How often the loop thread reads the server; `None`: [`READ_EVERY`].
+    pub read_every: Option<Duration>,
 }
 
 /// Why watching could not start.
@@ -487,8 +490,9 @@ fn run_loop(
         .unwrap_or_else(|| "unknown".to_owned());
     let _ = ready.send(Ok(version));
     // Read in batches (READ_EVERY), each drained without blocking until nothing is left.
+    let read_every = options.read_every.unwrap_or(READ_EVERY);
     while !stopped.get() {
-        std::thread::sleep(READ_EVERY);
+        std::thread::sleep(read_every);
         while !stopped.get() && mainloop.loop_().iterate(pw::loop_::Timeout::None) > 0 {}
     }
     // The proxy goes before the core that owns its connection.

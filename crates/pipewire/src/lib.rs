@@ -15,6 +15,6 @@ mod client;
 pub mod record;
 pub mod watch_source;
 
-pub use client::{Error, Event, NodeInfo, Options, Profiler, PROFILER_INTERFACE};
+pub use client::{Error, Event, NodeInfo, Options, Profiler, PROFILER_INTERFACE, READ_EVERY};
 pub use record::{parse_profile, Block, Clock, Info, PodError, ProfilerRecord, Status};
 pub use watch_source::PipeWireSource;

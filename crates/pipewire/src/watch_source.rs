@@ -10,17 +10,16 @@ use std::sync::mpsc::TryRecvError;
 use std::time::Duration;
 use xrunlab_watch::{Cycle, NodeInfo, NodeStatus, NodeTiming, Source, SourceEvent};
 
-/// How long [`PipeWireSource::next`] sleeps when nothing is queued: the profiler's loop thread's
-/// batch interval (`READ_EVERY`, client.rs, which says why 50 ms). Waiting on the channel woke
-/// this thread once per record of each batch (a futex wake and a switch each, 375 a second at
-/// 128 frames), where a sleep takes the whole batch at one wake-up.
-const POLL: Duration = crate::client::READ_EVERY;
-
 /// A PipeWire server watched through its profiler.
 pub struct PipeWireSource {
     profiler: Profiler,
     socket: Option<PathBuf>,
     cycles: Cycles,
+    /// How long [`PipeWireSource::next`] sleeps when nothing is queued: the profiler's loop
+    /// thread's batch interval ([`crate::READ_EVERY`] says why). Waiting on the channel woke this
+    /// thread once per record of each batch (a futex wake and a switch each, 375 a second at 128
+    /// frames), where a sleep takes the whole batch at one wake-up.
+    poll: Duration,
 }
 
 /// PipeWire's socket as its clients find it: `PIPEWIRE_REMOTE` (a name, or an absolute path)
@@ -64,13 +63,18 @@ fn peer_pid(path: &std::path::Path) -> Option<i32> {
 }
 
 impl PipeWireSource {
-    /// Connects to the server the environment names and binds its profiler.
-    pub fn open() -> Result<PipeWireSource, crate::Error> {
-        let profiler = Profiler::connect(&Options::default())?;
+    /// Connects to the server the environment names and binds its profiler, read every
+    /// `read_every` (a batch: a card waits at most that long for its cycle).
+    pub fn open(read_every: Duration) -> Result<PipeWireSource, crate::Error> {
+        let profiler = Profiler::connect(&Options {
+            read_every: Some(read_every),
+            ..Options::default()
+        })?;
         Ok(PipeWireSource {
             profiler,
             socket: socket_path(),
             cycles: Cycles::default(),
+            poll: read_every,
         })
     }
 }
@@ -153,7 +157,7 @@ impl Source for PipeWireSource {
     fn next(&mut self, timeout: Duration) -> Option<SourceEvent> {
         let event = match self.profiler.events().try_recv() {
             Err(TryRecvError::Empty) => {
-                std::thread::sleep(timeout.min(POLL));
+                std::thread::sleep(timeout.min(self.poll));
                 self.profiler.events().try_recv()
             }
             got => got,

@@ -22,6 +22,7 @@ fn options(pw: &TestPipeWire) -> Options {
         // touching this process's environment.
         remote: Some(pw.socket().to_string_lossy().into_owned()),
         keep_raw: false,
+        read_every: None,
     }
 }
 
@@ -141,6 +142,7 @@ fn no_server_is_a_clear_error() {
     let err = match Profiler::connect(&Options {
         remote: Some("/nonexistent/xrunlab/pipewire-0".into()),
         keep_raw: false,
+        read_every: None,
     }) {
         Ok(_) => panic!("connected to a server that does not exist"),
         Err(e) => e.to_string(),
