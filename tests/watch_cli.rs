@@ -1700,18 +1700,18 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
              {after}",
             spins.len()
         );
-        // Known gap, left open on issue 22: a spin's card can name no culprit. The driver's
-        // thread then shows 50-90 µs run, no wait and no wake-up in its window ("no kernel cause
-        // found"): the wake-up that ended its sleep is not in the trace (on 1.4.2, 9 of 16 spins
-        // in one hand-made watch, none in three others; once on 0.3.65, 20 ms asleep after the
-        // client woke it). At most a quarter unnamed.
+        // Each spin's card names the hog as what held the driver's thread off its CPU, also when
+        // the trace lacks the driver's wake-up: this VM records nothing while its second CPU is
+        // idle, so a wake-up made there is missing, and the card names the task that held the
+        // CPU instead (0 of 9 unnamed in 15 runs on each build; before, 9 of 16 in one hand-made
+        // watch on 1.4.2). One is allowed for this shared machine's own xruns.
         let unnamed: Vec<u64> = spins
             .iter()
             .copied()
             .filter(|&t| !card_of(t).is_some_and(hog_named))
             .collect();
         assert!(
-            unnamed.len() * 4 <= spins.len(),
+            unnamed.len() <= 1,
             "{} spins, the cards of those at {unnamed:?} ns do not name the hog: {after}",
             spins.len()
         );

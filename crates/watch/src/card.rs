@@ -10,7 +10,8 @@ use crate::detect::{Evidence, Xrun};
 use crate::mapping::Mapping;
 use serde::{Deserialize, Serialize};
 use xrunlab_trace::{
-    blame, first_wake, AudioThread, BlameCard, BlameInput, Cause, EventKind, TaskLookup, Window,
+    blame, first_wake, still_runnable, AudioThread, BlameCard, BlameInput, Cause, EventKind,
+    TaskLookup, TraceEvent, Window,
 };
 
 /// What the root of an xrun was: a card's kind, named the same in the cards, the summary's
@@ -334,7 +335,35 @@ fn last_cpu(window: &Window, tid: i32, before: u64) -> Option<u16> {
         })
 }
 
+/// Whether thread `tid` was asleep at `at`: its last switch or wake-up in the window before then
+/// is a switch out to sleep.
+fn asleep_at(window: &Window, tid: i32, at: u64) -> bool {
+    window
+        .events
+        .iter()
+        .rev()
+        .filter(|e| e.ts_ns <= at)
+        .find_map(|e| match e.kind {
+            EventKind::Switch {
+                prev_tid,
+                prev_state,
+                ..
+            } if prev_tid == tid => Some(!still_runnable(prev_state)),
+            EventKind::Switch { next_tid, .. } if next_tid == tid => Some(false),
+            EventKind::Wakeup { tid: t, .. } if t == tid => Some(false),
+            _ => None,
+        })
+        .unwrap_or(false)
+}
+
 /// The task that held `cpu` for most of `[from, to]` (at least half of it), as a culprit.
+///
+/// A switch whose outgoing task is not the one the window last switched in shows a switch-in the
+/// window lacks: some kernels record nothing while a CPU runs its idle task (this 2-core VM's
+/// second CPU: no switch out of idle, no wake-up made there, under perf and ftrace alike). The
+/// CPU left idle by its first event seen after it went idle (an interrupt or a wake-up made by
+/// the task that ran), so the unseen task is given the time from there: an estimate, short by at
+/// most the time to that event.
 fn occupant(
     window: &Window,
     lookup: &dyn TaskLookup,
@@ -345,39 +374,55 @@ fn occupant(
     if to <= from {
         return None;
     }
-    // Who ran on the CPU when the span began: the last switch before it.
-    let mut current: Option<(i32, String)> = window
-        .events
+    let on_cpu: Vec<&TraceEvent> = window.events.iter().filter(|e| e.cpu == cpu).collect();
+    // Who ran on the CPU when the span began: the last switch before it, and whether anything
+    // happened on the CPU since, while it was said to be idle.
+    let last_switch = on_cpu
         .iter()
-        .rev()
-        .filter(|e| e.cpu == cpu && e.ts_ns <= from)
-        .find_map(|e| match &e.kind {
-            EventKind::Switch {
-                next_tid,
-                next_comm,
-                ..
-            } => Some((*next_tid, next_comm.to_string())),
-            _ => None,
-        });
+        .rposition(|e| e.ts_ns <= from && matches!(e.kind, EventKind::Switch { .. }));
+    let mut current: Option<(i32, String)> = last_switch.and_then(|i| match &on_cpu[i].kind {
+        EventKind::Switch {
+            next_tid,
+            next_comm,
+            ..
+        } => Some((*next_tid, next_comm.to_string())),
+        _ => None,
+    });
+    let idle = |c: &Option<(i32, String)>| c.as_ref().is_some_and(|(t, _)| *t == 0);
+    let mut busy_from: Option<u64> = match (idle(&current), last_switch) {
+        (true, Some(i)) => on_cpu[i + 1..]
+            .iter()
+            .any(|e| e.ts_ns <= from)
+            .then_some(from),
+        _ => None,
+    };
     let mut held: std::collections::BTreeMap<(i32, String), u64> = Default::default();
     let mut since = from;
-    for e in window
-        .events
-        .iter()
-        .filter(|e| e.cpu == cpu && e.ts_ns > from && e.ts_ns < to)
-    {
-        if let EventKind::Switch {
+    for e in on_cpu.iter().filter(|e| e.ts_ns > from && e.ts_ns < to) {
+        let EventKind::Switch {
+            prev_tid,
+            prev_comm,
             next_tid,
             next_comm,
             ..
         } = &e.kind
-        {
-            if let Some(c) = current.take() {
-                *held.entry(c).or_default() += e.ts_ns - since;
+        else {
+            if idle(&current) && busy_from.is_none() {
+                busy_from = Some(e.ts_ns);
             }
-            current = Some((*next_tid, next_comm.to_string()));
-            since = e.ts_ns;
+            continue;
+        };
+        match current.take() {
+            Some(c) if c.0 == *prev_tid => *held.entry(c).or_default() += e.ts_ns - since,
+            _ => {
+                // Switched in unseen: the outgoing task ran from the CPU's first sign of life.
+                let began = busy_from.unwrap_or(e.ts_ns).max(since);
+                *held.entry((*prev_tid, prev_comm.to_string())).or_default() += e.ts_ns - began;
+            }
         }
+        current = Some((*next_tid, next_comm.to_string()));
+        since = e.ts_ns;
+        busy_from = None;
     }
     if let Some(c) = current {
         *held.entry(c).or_default() += to - since;
@@ -508,9 +553,13 @@ fn driver_root(
         }
     }
     // The driver's thread sleeps only to wait for its timer or its device: asleep through most
-    // of the span, it was woken late, by what woke it.
-    let slept =
-        acc.blocked_us * 1000.0 >= span as f64 * 0.5 && acc.ran_us * 1000.0 < span as f64 * 0.25;
+    // of the span, it was woken late, by what woke it. Asleep when the span began with no
+    // wake-up in the window is so too: on a kernel that records nothing while a CPU is idle, a
+    // wake-up made there is missing (and the account, which counts sleeps from a wake-up, has
+    // none).
+    let slept = (acc.blocked_us * 1000.0 >= span as f64 * 0.5
+        || (out.woken.is_none() && asleep_at(window, thread.tid, from)))
+        && acc.ran_us * 1000.0 < span as f64 * 0.25;
     let woken_by_interrupt = out.woken.as_ref().is_some_and(|w| w.source.is_interrupt());
     // Asleep, with its wake-up due: a task that held the driver's CPU meanwhile delayed it
     // (an interrupt's deferred work, a timer's softirq in ksoftirqd, runs only after it), so

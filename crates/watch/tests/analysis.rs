@@ -997,6 +997,101 @@ fn a_driver_woken_late_by_a_timer_with_nothing_in_its_way_is_a_late_interrupt() 
     );
 }
 
+/// A kernel that records nothing while a CPU runs its idle task (this VM's second CPU, under
+/// perf and ftrace alike): the driver sleeps there, a hog's timer and the driver's fire while it
+/// is idle, and the hog runs first; neither the hog's switch-in nor the driver's wake-up is in
+/// the window. The hog's switch out to the driver, and the tick seen while it ran, remain.
+#[test]
+fn a_driver_whose_wake_up_the_trace_lacks_is_named_behind_the_task_that_held_its_cpu() {
+    let mut d = Detector::new();
+    for seq in 0..20 {
+        d.cycle(&normal(seq));
+    }
+    let mut late = normal(20);
+    let due = late.driver.signal_ns - 7_000 * US;
+    late.expected_start_ns = Some(due);
+    let x = d.cycle(&late);
+    let tick = |ts: u64, entry: bool| TraceEvent {
+        ts_ns: ts,
+        cpu: 1,
+        kind: if entry {
+            EventKind::SoftirqEntry { vec: 1 }
+        } else {
+            EventKind::SoftirqExit { vec: 1 }
+        },
+    };
+    let events = vec![
+        switch(
+            due - 3_000 * US,
+            1,
+            ("data-loop.0", 50, 11, 1),
+            ("swapper/1", 0, 120),
+        ),
+        tick(due + 1_000 * US, true),
+        tick(due + 1_010 * US, false),
+        tick(due + 5_000 * US, true),
+        tick(due + 5_010 * US, false),
+        switch(
+            late.driver.signal_ns - 10 * US,
+            1,
+            ("hog", 999, 9, 1),
+            ("data-loop.0", 50, 11),
+        ),
+    ];
+    let window = Window {
+        t0_ns: due - 20_000 * US,
+        t1_ns: late.driver.signal_ns + 30_000 * US,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let c = card(
+        &x[0],
+        None,
+        None,
+        Kernel::Window(&window, &Hogs),
+        &DriverThread,
+    );
+    assert_eq!(c.kind, Kind::DriverWokeLate, "{c:?}");
+    let root = c.root.as_ref().expect("the driver's account");
+    assert!(root.woken.is_none(), "no wake-up is made up: {root:?}");
+    let culprit = root
+        .account
+        .as_ref()
+        .and_then(|a| a.main_culprit.as_ref())
+        .expect("a culprit");
+    assert_eq!((culprit.name.as_str(), culprit.pid), ("hog", Some(999)));
+    // From the first tick seen on the CPU (1 ms after the driver was due) to its switch out.
+    assert!((culprit.us - 5_990.0).abs() < 1.0, "{culprit:?}");
+    let text = words::verdict(&c);
+    assert!(
+        text.contains("woke 7.00 ms late, behind hog (pid 999"),
+        "{text}"
+    );
+
+    // The same window with the hog's switch-in seen: the hog has the whole span.
+    let mut seen = window.clone();
+    seen.events.insert(
+        1,
+        switch(due - 500 * US, 1, ("swapper/1", 0, 120, 0), ("hog", 999, 9)),
+    );
+    let c = card(
+        &x[0],
+        None,
+        None,
+        Kernel::Window(&seen, &Hogs),
+        &DriverThread,
+    );
+    let culprit = c
+        .root
+        .as_ref()
+        .and_then(|r| r.account.as_ref())
+        .and_then(|a| a.main_culprit.as_ref())
+        .expect("a culprit");
+    assert!((culprit.us - 6_990.0).abs() < 1.0, "{culprit:?}");
+}
+
 #[test]
 fn a_driver_whose_own_processing_ran_long_is_the_root_and_the_card_splits_its_time() {
     let mut d = Detector::new();
