@@ -789,10 +789,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (SCHED_FIFO, SCHED_DEADLINE, affinity); test.sh runs it as root"]
     fn fifo_and_pinning_apply_as_root() {
-        if !is_root() {
-            return;
-        }
+        assert!(is_root(), "needs root");
         let (report, cpu, affinity) = in_thread(|| {
             let r = apply_to_current_thread(&RtRequest {
                 priority: Some(70),
@@ -828,10 +827,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (SCHED_FIFO, SCHED_DEADLINE, affinity); test.sh runs it as root"]
     fn deadline_applies_and_wins_over_pinning() {
-        if !is_root() {
-            return;
-        }
+        assert!(is_root(), "needs root");
         let _serial = DEADLINE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let online = online_cpu_count();
         let (report, affinity) = in_thread(|| {
@@ -870,10 +868,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (SCHED_FIFO, SCHED_DEADLINE, affinity); test.sh runs it as root"]
     fn deadline_admission_control_answers_ebusy() {
-        if !is_root() {
-            return;
-        }
+        assert!(is_root(), "needs root");
         let _serial = DEADLINE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         // One full-CPU reservation per CPU cannot fit under the 95 % per-CPU limit, so at least
         // one is refused. The holders keep their reservations until all have asked.
@@ -919,10 +916,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (SCHED_FIFO, SCHED_DEADLINE, affinity); test.sh runs it as root"]
     fn refused_deadline_falls_back_to_fifo_and_pins() {
-        if !is_root() {
-            return;
-        }
+        assert!(is_root(), "needs root");
         let report = in_thread(|| {
             apply_to_current_thread(&RtRequest {
                 priority: Some(70),
@@ -1027,58 +1023,75 @@ mod tests {
         assert_eq!(RtPolicy::default(), RtPolicy::Fifo);
     }
 
-    /// Runs only as the unprivileged child spawned by `unprivileged_user_gets_eperm`.
+    /// As root, runs itself again as nobody (uid 65534, no RLIMIT_RTPRIO), which asks for
+    /// SCHED_FIFO and SCHED_DEADLINE and prints its report for this to read.
     #[test]
-    fn unprivileged_probe_child() {
-        if std::env::var_os(CHILD_ENV).is_none() {
-            return;
-        }
-        let report = apply_to_current_thread(&RtRequest {
-            priority: Some(70),
-            deadline: Some(audio_deadline()),
-            ..RtRequest::default()
-        });
-        println!("PROBE {}", serde_json::to_string(&report).unwrap());
-    }
-
-    #[test]
+    #[ignore = "needs root (runs itself again as nobody); test.sh runs it as root"]
     fn unprivileged_user_gets_eperm() {
-        if !is_root() || std::env::var_os(CHILD_ENV).is_some() {
+        if std::env::var_os(CHILD_ENV).is_some() {
+            let report = apply_to_current_thread(&RtRequest {
+                priority: Some(70),
+                deadline: Some(audio_deadline()),
+                ..RtRequest::default()
+            });
+            println!("PROBE {}", serde_json::to_string(&report).unwrap());
             return;
         }
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: `limit` is a live rlimit that getrlimit fills in.
-        if unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut limit) } != 0 || limit.rlim_cur != 0 {
-            // A nonzero RLIMIT_RTPRIO would legitimately let the child become FIFO.
-            eprintln!("skipped: RLIMIT_RTPRIO is not 0");
-            return;
-        }
+        assert!(is_root(), "needs root: it runs its child as nobody");
+        use std::os::unix::fs::PermissionsExt;
         use std::os::unix::process::CommandExt;
-        let exe = std::env::current_exe().unwrap();
-        let output = std::process::Command::new(exe)
+        // A copy where nobody may run it: the build's own directory may be root's alone (a
+        // clone under /root).
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("probe");
+        std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
+        for path in [dir.path(), exe.as_path()] {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut child = std::process::Command::new(&exe);
+        child
             .args([
                 "--exact",
-                "sched::tests::unprivileged_probe_child",
+                "sched::tests::unprivileged_user_gets_eperm",
+                "--ignored",
                 "--nocapture",
                 "--test-threads=1",
             ])
             .env(CHILD_ENV, "1")
             .uid(65534)
-            .gid(65534)
-            .output();
-        // The test binary may sit where nobody can execute it; then there is nothing to learn.
-        let Ok(output) = output else {
-            eprintln!("skipped: cannot run the test binary as nobody");
-            return;
-        };
+            .gid(65534);
+        // SAFETY: setrlimit is async-signal-safe and touches only the child's own limits. A
+        // nonzero RLIMIT_RTPRIO would rightly let the child become SCHED_FIFO: it gets none.
+        unsafe {
+            child.pre_exec(|| {
+                let none = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                match libc::setrlimit(libc::RLIMIT_RTPRIO, &none) {
+                    0 => Ok(()),
+                    _ => Err(std::io::Error::last_os_error()),
+                }
+            });
+        }
+        let output = child.output().unwrap_or_else(|e| {
+            panic!(
+                "cannot run the test binary's copy {} as nobody: {e}",
+                exe.display()
+            )
+        });
         let stdout = String::from_utf8_lossy(&output.stdout);
-        let Some(json) = stdout.lines().find_map(|l| l.strip_prefix("PROBE ")) else {
-            eprintln!("unprivileged probe did not run: {stdout}");
-            return;
-        };
+        // The harness prints the test's name on the same line (`test ... ... PROBE {...}`).
+        let json = stdout
+            .lines()
+            .find_map(|l| l.split_once("PROBE ").map(|(_, json)| json))
+            .unwrap_or_else(|| {
+                panic!(
+                    "the unprivileged probe printed no report ({}): {stdout}{}",
+                    output.status,
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            });
         let report: ThreadSchedReport = serde_json::from_str(json).unwrap();
         assert_eq!(
             report.priority,
