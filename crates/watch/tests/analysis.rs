@@ -1092,6 +1092,104 @@ fn a_driver_whose_wake_up_the_trace_lacks_is_named_behind_the_task_that_held_its
     assert!((culprit.us - 6_990.0).abs() < 1.0, "{culprit:?}");
 }
 
+/// The driver runs in time on CPU0, signals a client and sleeps until the client wakes it; the
+/// client's thread waits on CPU1 behind a hog for 6.9 ms. What delayed the driver is the hog,
+/// through the client it waited for.
+#[test]
+fn a_driver_that_slept_waiting_for_a_client_held_off_by_a_hog_names_the_hog_through_it() {
+    let mut d = Detector::new();
+    for seq in 0..20 {
+        d.cycle(&normal(seq));
+    }
+    let mut late = normal(20);
+    let due = late.driver.signal_ns - 7_000 * US;
+    late.expected_start_ns = Some(due);
+    let x = d.cycle(&late);
+    let client_waking = |ts: u64, waker: i32| TraceEvent {
+        ts_ns: ts,
+        cpu: 0,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(b"client"),
+            tid: 60,
+            prio: 30,
+            target_cpu: 1,
+            waking: true,
+            waker_tid: waker,
+            in_interrupt: false,
+        },
+    };
+    let driver_woken_by_client = TraceEvent {
+        ts_ns: due + 6_950 * US,
+        cpu: 1,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(b"data-loop.0"),
+            tid: 50,
+            prio: 11,
+            target_cpu: 0,
+            waking: true,
+            waker_tid: 60,
+            in_interrupt: false,
+        },
+    };
+    let events = vec![
+        switch(due - 500 * US, 1, ("swapper/1", 0, 120, 0), ("hog", 999, 9)),
+        waking(due, 0, 50, true),
+        switch(
+            due + 5 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+        client_waking(due + 20 * US, 50),
+        switch(
+            due + 50 * US,
+            0,
+            ("data-loop.0", 50, 11, 1),
+            ("swapper/0", 0, 120),
+        ),
+        switch(due + 6_900 * US, 1, ("hog", 999, 9, 1), ("client", 60, 30)),
+        driver_woken_by_client,
+        switch(
+            due + 6_960 * US,
+            1,
+            ("client", 60, 30, 1),
+            ("swapper/1", 0, 120),
+        ),
+        switch(
+            due + 6_980 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+    ];
+    let window = Window {
+        t0_ns: due - 20_000 * US,
+        t1_ns: late.driver.signal_ns + 30_000 * US,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    let c = card(
+        &x[0],
+        None,
+        None,
+        Kernel::Window(&window, &Hogs),
+        &DriverThread,
+    );
+    assert_eq!(c.kind, Kind::DriverWokeLate, "{c:?}");
+    let root = c.root.as_ref().expect("the driver's account");
+    let held = root.waker.as_ref().expect("the client's account");
+    let culprit = held.main_culprit.as_ref().expect("a culprit");
+    assert_eq!((culprit.name.as_str(), culprit.pid), ("hog", Some(999)));
+    assert!((held.waited_us - 6_880.0).abs() < 1.0, "{held:?}");
+    let text = words::verdict(&c);
+    assert!(
+        text.contains("woken only then by thread client (tid 60), which was held off its CPU for 6.88 ms, behind hog (pid 999, SCHED_FIFO 90) on CPU1"),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_driver_whose_own_processing_ran_long_is_the_root_and_the_card_splits_its_time() {
     let mut d = Detector::new();
