@@ -160,6 +160,7 @@ fn templates() -> Vec<(Card, Option<&'static str>, &'static str)> {
         woken: None,
         missing: None,
         catching_up: false,
+        waker: None,
     });
     let mut script = card(
         3,
