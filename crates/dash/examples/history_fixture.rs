@@ -160,7 +160,6 @@ fn templates() -> Vec<(Card, Option<&'static str>, &'static str)> {
         woken: None,
         missing: None,
         catching_up: false,
-        waker: None,
     });
     let mut script = card(
         3,
