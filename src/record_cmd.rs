@@ -52,22 +52,18 @@ fn xrun_input(
     gate: &mut SnapshotGate,
 ) -> Result<XrunInput, Failure> {
     let root = c.root_step();
-    let named = |k: Option<&xrunlab_watch::KernelAccount>| {
-        k.and_then(|k| k.main_culprit.as_ref())
-            .filter(|k| k.kind != "idle")
-            .map(|k| k.name.clone())
-    };
-    // The root's own account, or what held off the thread that was to wake it.
-    let culprit = match c.root.as_ref() {
-        Some(r) if r.account.is_some() => {
-            named(r.account.as_ref()).or_else(|| named(r.waker.as_ref()))
-        }
-        _ => named(c.kernel.as_ref()),
-    }
-    .or_else(|| {
-        root.filter(|r| r.role == Role::Node)
-            .map(|r| r.name.clone())
-    });
+    let culprit = c
+        .root
+        .as_ref()
+        .and_then(|r| r.account.as_ref())
+        .or(c.kernel.as_ref())
+        .and_then(|k| k.main_culprit.as_ref())
+        .filter(|k| k.kind != "idle")
+        .map(|k| k.name.clone())
+        .or_else(|| {
+            root.filter(|r| r.role == Role::Node)
+                .map(|r| r.name.clone())
+        });
     let root = match root.map(|r| r.role) {
         Some(Role::Driver) => "driver",
         Some(Role::Node) => "node",

@@ -458,18 +458,16 @@ fn during_spin(r: &XrunRecord, starts: &[u64], spin_ns: u64) -> Option<u64> {
         .find(|&s| t + 30_000_000 >= s && t <= s + spin_ns + 40_000_000)
 }
 
-/// Whether a card's root is the server's thread woken late behind the hog (held off its CPU by
-/// it, or asleep waiting for a client the hog held off).
+/// Whether a card's root is the server's thread woken late behind the hog.
 fn names_hog(r: &XrunRecord, hog_tid: i32) -> bool {
     let root = r.card.rest.get("root");
-    let culprits = ["/account/main_culprit", "/waker/main_culprit"]
-        .map(|at| root.and_then(|root| root.pointer(at)));
+    let culprit = root.and_then(|root| root.pointer("/account/main_culprit"));
     r.card.kind == "driver_woke_late"
         && root
             .and_then(|root| root.get("role"))
             .and_then(|v| v.as_str())
             == Some("driver")
-        && culprits.iter().flatten().any(|c| {
+        && culprit.is_some_and(|c| {
             c.get("pid").and_then(serde_json::Value::as_i64) == Some(i64::from(hog_tid))
                 || c.get("name").and_then(|n| n.as_str()) == Some(hog::HOG_COMM)
         })

@@ -10,8 +10,8 @@ use crate::detect::{Evidence, Xrun};
 use crate::mapping::Mapping;
 use serde::{Deserialize, Serialize};
 use xrunlab_trace::{
-    blame, first_wake, last_wake, still_runnable, AudioThread, BlameCard, BlameInput, Cause,
-    EventKind, TaskLookup, TraceEvent, Window,
+    blame, first_wake, still_runnable, AudioThread, BlameCard, BlameInput, Cause, EventKind,
+    TaskLookup, TraceEvent, Window,
 };
 
 /// What the root of an xrun was: a card's kind, named the same in the cards, the summary's
@@ -126,8 +126,7 @@ pub struct RootAccount {
     pub to_ns: u64,
     /// The kernel's account of the thread over the span.
     pub account: Option<KernelAccount>,
-    /// Its first wake-up in the span, and what made it; when it slept waiting for a thread that
-    /// was held off (`waker`), that thread's wake-up of it.
+    /// Its first wake-up in the span, and what made it.
     pub woken: Option<xrunlab_trace::Wake>,
     /// Why there is no account.
     pub missing: Option<String>,
@@ -135,11 +134,6 @@ pub struct RootAccount {
     /// catching up from that delay (the span then starts that much earlier).
     #[serde(default)]
     pub catching_up: bool,
-    /// The driver slept past its due time until another thread woke it (a client it waited
-    /// for): that thread's account from the driver's due time to the wake-up, when a task or
-    /// interrupts held it off its CPU for much of it, which then is what delayed the driver.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub waker: Option<KernelAccount>,
 }
 
 /// One xrun's card.
@@ -509,7 +503,6 @@ fn driver_root(
         woken: None,
         missing: None,
         catching_up: false,
-        waker: None,
     };
     let timing_kind = match root.finding {
         Finding::DriverLate => Kind::DriverWokeLate,
@@ -586,33 +579,7 @@ fn driver_root(
     } else {
         None
     };
-    // Asleep until another thread woke it (a client it waited for), with nothing on its own
-    // CPU: what held that thread off its CPU meanwhile delayed the driver.
-    // The wake-up that ended its last sleep in the span is the one it waited for.
-    if slept && occupied.is_none() {
-        let last = last_wake(&window.events, thread.tid, from, to);
-        if let Some((tid, at)) = last.as_ref().and_then(|w| match &w.source {
-            xrunlab_trace::WakeSource::Task { tid, .. } if *tid != thread.tid => {
-                Some((*tid, w.ts_ns))
-            }
-            _ => None,
-        }) {
-            let (waker, _) = account_over(window, lookup, driver_thread(tid, at), from, at);
-            if waker
-                .main_culprit
-                .as_ref()
-                .is_some_and(|c| c.kind != "idle")
-                && significant(
-                    waker.waited_us + waker.interrupt_us,
-                    at.saturating_sub(from),
-                )
-            {
-                out.waker = Some(waker);
-                out.woken = last;
-            }
-        }
-    }
-    let kind = if held_off || out.waker.is_some() {
+    let kind = if held_off {
         Kind::DriverWokeLate
     } else if let Some(task) = occupied {
         let mut acc = acc;
@@ -682,7 +649,6 @@ fn upstream_root(
         woken: None,
         missing: None,
         catching_up: false,
-        waker: None,
     };
     match (kernel, mapping.as_ref().and_then(|m| m.thread.as_ref())) {
         (Kernel::Missing(why), _) => out.missing = Some((*why).to_owned()),

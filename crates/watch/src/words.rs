@@ -107,17 +107,6 @@ fn driver_part(card: &Card, root: &Step, r: &RootAccount) -> String {
                     .map_or(0.0, |k| k.waited_us + k.interrupt_us))
             ),
             None => match (&r.account, &r.woken) {
-                (Some(k), Some(w)) if k.blocked_us > k.waited_us && r.waker.is_some() => {
-                    let held = r.waker.as_ref().expect("checked");
-                    format!(
-                        "{who} slept {} past its cycle's start, woken only then by {}, which was \
-                         held off its CPU for {}, {}",
-                        ms(k.blocked_us),
-                        printable(&w.source.words()),
-                        ms(held.waited_us + held.interrupt_us),
-                        culprit_words(held).unwrap_or_default()
-                    )
-                }
                 (Some(k), Some(w)) if k.blocked_us > k.waited_us => format!(
                     "{who} slept {} past its cycle's start, woken only then by {}",
                     ms(k.blocked_us),
