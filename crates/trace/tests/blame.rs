@@ -739,20 +739,21 @@ fn a_thread_still_running_at_the_end_whose_switch_in_was_lost_ran_from_its_wake_
     assert!(t.ran_us < 1e-6, "{t:#?}");
 }
 
-/// Worker 1 is woken at 1.0 ms on CPU0, which stays idle until the worker runs at 2.0 ms: a wait
-/// that nobody took, only an idle CPU that did not schedule it.
-fn idle_scenario(cpu: xrunlab_trace::CpuContext) -> (Vec<AudioThread>, Window) {
+/// Worker 1 sleeps on CPU0 from 0.5 ms while `held` (comm, tid, kernel priority) has the CPU; it
+/// is woken at 1.0 ms, runs only when `held` is switched out at 2.0 ms (in state `held_state`),
+/// and ends at 2.4 ms.
+fn woken_at_1ms_run_at_2ms(
+    held: (&str, i32, i32),
+    held_state: i64,
+    cpu: xrunlab_trace::CpuContext,
+) -> (Vec<AudioThread>, Window) {
+    let (comm, tid, prio) = held;
     let mut events = vec![
-        switch(
-            500 * US,
-            0,
-            ("worker 1", 100, FIFO70, S),
-            ("swapper/0", 0, 120),
-        ),
+        switch(500 * US, 0, ("worker 1", 100, FIFO70, S), (comm, tid, prio)),
         switch(
             2000 * US,
             0,
-            ("swapper/0", 0, 120, 0),
+            (comm, tid, prio, held_state),
             ("worker 1", 100, FIFO70),
         ),
         switch(
@@ -773,6 +774,12 @@ fn idle_scenario(cpu: xrunlab_trace::CpuContext) -> (Vec<AudioThread>, Window) {
     let mut w = window(events, 0);
     w.cpu = cpu;
     (threads, w)
+}
+
+/// Worker 1 is woken at 1.0 ms on CPU0, which stays idle until the worker runs at 2.0 ms: a wait
+/// that nobody took, only an idle CPU that did not schedule it.
+fn idle_scenario(cpu: xrunlab_trace::CpuContext) -> (Vec<AudioThread>, Window) {
+    woken_at_1ms_run_at_2ms(("swapper/0", 0, 120), 0, cpu)
 }
 
 fn context(steal_ms: u64, entered: &[(&str, u32)]) -> xrunlab_trace::CpuContext {
@@ -1018,37 +1025,7 @@ fn a_thread_still_busy_with_an_earlier_buffer_at_the_period_start_started_late()
 /// Worker 1 (SCHED_FIFO 70) is woken at 1.0 ms on CPU0, where kdamond.0 (SCHED_OTHER, kernel
 /// priority 120) runs on until 2.0 ms: a preemptible kernel would have switched at once.
 fn not_preempted_scenario(cpu: xrunlab_trace::CpuContext) -> (Vec<AudioThread>, Window) {
-    let mut events = vec![
-        switch(
-            500 * US,
-            0,
-            ("worker 1", 100, FIFO70, S),
-            ("kdamond.0", 76, 120),
-        ),
-        switch(
-            2000 * US,
-            0,
-            ("kdamond.0", 76, 120, PREEMPTED),
-            ("worker 1", 100, FIFO70),
-        ),
-        switch(
-            2400 * US,
-            0,
-            ("worker 1", 100, FIFO70, S),
-            ("swapper/0", 0, 120),
-        ),
-    ];
-    events.extend(wake(MS, 0, "worker 1", 100, 0, 0));
-    let threads = vec![thread(
-        "worker 1",
-        100,
-        2000 * US,
-        2400 * US,
-        Some(400 * US),
-    )];
-    let mut w = window(events, 0);
-    w.cpu = cpu;
-    (threads, w)
+    woken_at_1ms_run_at_2ms(("kdamond.0", 76, 120), PREEMPTED, cpu)
 }
 
 #[test]
