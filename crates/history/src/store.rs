@@ -115,9 +115,16 @@ impl History {
         // A reader waits out the writer's checkpoints instead of failing at once.
         conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
         // Before the first table: freed pages can then be returned to the file system by
-        // retention's incremental vacuum (a no-op on a file that already has tables).
-        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        // retention's incremental vacuum. Only on a new, empty file: on an existing one the
+        // pragma changes nothing but still takes SQLite's write lock, which a reader beside a
+        // busy recorder can wait for in vain (CI saw "database is locked" after 5 s).
+        let pages: i64 = conn
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
             .map_err(sql)?;
+        if pages == 0 {
+            conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+                .map_err(sql)?;
+        }
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(sql)?;
         // FULL: each commit is on disk before the call returns, so even a power cut (when a

@@ -154,3 +154,27 @@ fn a_read_only_reader_refuses_missing_older_and_newer_files_and_writes_none() {
         Err(HistoryError::TooNew { .. })
     ));
 }
+
+#[test]
+fn a_reader_opens_while_the_writer_holds_a_transaction_open() {
+    // Opening a reader takes no write lock: CI once saw a reader refused with "database is
+    // locked" beside a writer committing as fast as it could, because opening set a pragma
+    // that needs the write lock. Here the writer keeps its transaction open throughout, so a
+    // reader that needed that lock could never get it.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let w = History::open_writer(&db).unwrap();
+    let s = w.begin_session(0, "jack", "t").unwrap();
+    w.insert_xrun(Some(s), &xrun(S, "synth", "node_ran_long", None))
+        .unwrap();
+    w.begin().unwrap();
+    w.insert_xrun(Some(s), &xrun(2 * S, "synth", "node_ran_long", None))
+        .unwrap();
+    let reader = History::open_reader(&db).expect("a reader beside an open write transaction");
+    // It sees the committed row, not the one still in the writer's transaction.
+    assert_eq!(reader.count_xruns(&Filter::default()).unwrap(), 1);
+    let read_only = History::open_read_only(&db).expect("a read-only reader likewise");
+    assert_eq!(read_only.count_xruns(&Filter::default()).unwrap(), 1);
+    w.commit().unwrap();
+    assert_eq!(reader.count_xruns(&Filter::default()).unwrap(), 2);
+}
