@@ -40,11 +40,30 @@ impl Drop for Reaped {
     }
 }
 
-/// A running late client: its RT thread, and the CLOCK_MONOTONIC times of its overruns so far.
+/// A running late client: its RT thread, and the CLOCK_MONOTONIC times of its overruns and of
+/// the xruns its server told it of so far.
 struct Client {
     _child: Reaped,
     tid: i32,
     late: mpsc::Receiver<u64>,
+    xruns: mpsc::Receiver<u64>,
+}
+
+impl Client {
+    /// How many xruns the server told this client of between `from` and `to` (CLOCK_MONOTONIC
+    /// ns), waiting up to half a second for the client's last lines.
+    fn server_xruns_between(&self, from: u64, to: u64) -> usize {
+        let mut n = 0;
+        while let Ok(ns) = self.xruns.recv_timeout(Duration::from_millis(500)) {
+            if (from..=to).contains(&ns) {
+                n += 1;
+            }
+            if ns > to {
+                break;
+            }
+        }
+        n
+    }
 }
 
 fn start_client(mut cmd: Command) -> Client {
@@ -60,10 +79,13 @@ fn start_client(mut cmd: Command) -> Client {
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("the late client never ran: {first:?}"));
     let (tx, late) = mpsc::channel();
+    let (xrun_tx, xruns) = mpsc::channel();
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
             if let Some(ns) = line.strip_prefix("late ").and_then(|n| n.parse().ok()) {
                 let _ = tx.send(ns);
+            } else if let Some(ns) = line.strip_prefix("xrun ").and_then(|n| n.parse().ok()) {
+                let _ = xrun_tx.send(ns);
             }
         }
     });
@@ -71,6 +93,7 @@ fn start_client(mut cmd: Command) -> Client {
         _child: child,
         tid,
         late,
+        xruns,
     }
 }
 
@@ -639,12 +662,13 @@ fn a_clean_half_minute_reports_only_xruns_the_servers_own_rule_counts() {
         })
         .collect();
     let server = TestServer::start("xwatchclean", 256);
-    let _jclient = start_client({
+    let jclient = start_client({
         let mut c = Command::new(late_client());
         c.args(["late", "1000000", "0", "90"])
             .env("JACK_DEFAULT_SERVER", server.name());
         c
     });
+    let watch_from = now_ns();
     let (jout, jrecords, _) = std::thread::scope(|s| {
         for (build, pw, _) in &graphs {
             s.spawn(move || clean_pipewire_half_minute(build, pw));
@@ -667,11 +691,16 @@ fn a_clean_half_minute_reports_only_xruns_the_servers_own_rule_counts() {
         "{}",
         String::from_utf8_lossy(&jout.stderr)
     );
-    // On JACK every card comes from the server's own xrun callback.
+    let watch_to = now_ns();
+    // On JACK every card comes from the server's own xrun callback: never more cards than the
+    // xruns the server told its clients of while watch ran. (Not a fixed bound: beside the
+    // PipeWire graphs' FIFO 88 threads a loaded machine has made jackd miss 39 cycles here.)
     let stdout = String::from_utf8_lossy(&jout.stdout);
+    let server_xruns = jclient.server_xruns_between(watch_from, watch_to);
     assert!(
-        jrecords.len() < 30,
-        "{} xruns on a clean JACK graph in half a minute:\n{stdout}",
+        jrecords.len() <= server_xruns,
+        "{} cards on a clean JACK graph in half a minute, but the server told its client of \
+         {server_xruns} xruns meanwhile:\n{stdout}",
         jrecords.len()
     );
 }
@@ -1545,15 +1574,32 @@ fn on_jack_lateness_passed_down_a_chain_is_blamed_on_the_client_upstream_that_ra
     let stdout = String::from_utf8_lossy(&out.stdout);
     let spikes: Vec<u64> = a.late.try_iter().collect();
     assert!(spikes.len() >= 5, "{} spikes of A", spikes.len());
+    // The cycles where A spiked: the one its spike began in, or the next (5.33 ms periods). The
+    // machine may drop other cycles on its own (a loaded VM once made B's thread seem to run
+    // 5.44 ms in a cycle where A was calm); those cards are not about the chain.
+    const PERIOD_NS: u64 = 5_333_333;
+    let in_spike_cycle = |r: &Value| {
+        r["card"]["xrun"]["cycle_start_ns"]
+            .as_u64()
+            .is_some_and(|c| {
+                spikes
+                    .iter()
+                    .any(|&s| c <= s + 1_000_000 && s <= c + 2 * PERIOD_NS)
+            })
+    };
     // The cards that name a node: B's lateness is blamed on A (A ran long, upstream of B).
     let naming: Vec<&Value> = records
         .iter()
         .filter(|r| {
             r["card"]["path"].as_array().is_some_and(|p| !p.is_empty())
                 && r["card"]["xrun"]["node"].is_object()
+                && in_spike_cycle(r)
         })
         .collect();
-    assert!(!naming.is_empty(), "no card names a node:\n{stdout}");
+    assert!(
+        !naming.is_empty(),
+        "no card in A's spike cycles names a node:\n{stdout}"
+    );
     let root = |r: &Value| {
         r["card"]["path"]
             .as_array()

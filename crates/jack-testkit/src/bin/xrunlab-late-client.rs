@@ -6,7 +6,9 @@
 //! ports are `NAME:in` and `NAME:out`: connecting one client's `out` to another's `in` makes a
 //! serial chain.
 //! It prints `tid TID` once its process thread has run, then `late NS` (CLOCK_MONOTONIC) for each
-//! cycle it made long, so a test can match the xruns it induced with the ones reported.
+//! cycle it made long, so a test can match the xruns it induced with the ones reported, and
+//! `xrun NS` for each xrun the server told its clients of (JACK's xrun callback, on the client's
+//! notification thread), so a test can hold what a watcher reports to what the server counted.
 //!
 //! Real-time rules for the callback: no allocation, lock, print or blocking; it only spins,
 //! stores atomics and pushes into a ring allocated before activation.
@@ -37,6 +39,17 @@ struct Late {
     cycle: u64,
     tid: Arc<AtomicI32>,
     late: rtrb::Producer<u64>,
+}
+
+/// The server's xrun callbacks, stamped on the client's notification thread (not a real-time
+/// one: a channel's send may allocate there).
+struct Xruns(std::sync::mpsc::Sender<u64>);
+
+impl jack::NotificationHandler for Xruns {
+    fn xrun(&mut self, _: &Client) -> Control {
+        let _ = self.0.send(monotonic_ns());
+        Control::Continue
+    }
 }
 
 impl ProcessHandler for Late {
@@ -102,7 +115,10 @@ fn main() {
         tid: tid.clone(),
         late: producer,
     };
-    let active = client.activate_async((), handler).expect("activate");
+    let (xrun_sender, xruns) = std::sync::mpsc::channel();
+    let active = client
+        .activate_async(Xruns(xrun_sender), handler)
+        .expect("activate");
     let t0 = Instant::now();
     let mut told_tid = false;
     let mut stdout = std::io::stdout();
@@ -120,6 +136,14 @@ fn main() {
         while let Ok(ns) = consumer.pop() {
             if !tell(format!("late {ns}")) {
                 break;
+            }
+        }
+        // Only after `tid`, which readers expect first; until then the stamps wait in the channel.
+        if told_tid {
+            while let Ok(ns) = xruns.try_recv() {
+                if !tell(format!("xrun {ns}")) {
+                    break;
+                }
             }
         }
     }
