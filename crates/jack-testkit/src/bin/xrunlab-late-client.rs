@@ -2,7 +2,9 @@
 //! past the quantum, so the server counts an xrun that `xrunlab watch` must blame on this client.
 //! The process callback runs on JACK's real-time thread; `main` prints from its own thread.
 //!
-//! Usage: `xrunlab-late-client NAME EVERY BUSY_US [SECONDS]` (under `pw-jack` for PipeWire). Its
+//! Usage: `xrunlab-late-client NAME EVERY BUSY_US [SECONDS]` (under `pw-jack` for PipeWire).
+//! EVERY is a cycle count, or `MIN-MAX` for stalls at irregular times: the gap to the next one is
+//! drawn anew each time from MIN..=MAX cycles (a fixed-seed generator, so a run can be repeated). Its
 //! ports are `NAME:in` and `NAME:out`: connecting one client's `out` to another's `in` makes a
 //! serial chain.
 //! It prints `tid TID` once its process thread has run, then `late NS` (CLOCK_MONOTONIC) for each
@@ -34,7 +36,9 @@ struct Late {
     /// which JACK runs in order).
     _input: jack::Port<AudioIn>,
     out: jack::Port<AudioOut>,
-    every: u64,
+    every: Every,
+    /// The cycle of the next long run.
+    next: u64,
     busy_ns: u64,
     cycle: u64,
     tid: Arc<AtomicI32>,
@@ -61,7 +65,8 @@ impl ProcessHandler for Late {
         }
         self.cycle += 1;
         self.out.as_mut_slice(ps).fill(0.0);
-        if self.cycle.is_multiple_of(self.every) {
+        if self.cycle == self.next {
+            self.next += self.every.gap();
             let start = monotonic_ns();
             while monotonic_ns() - start < self.busy_ns {
                 std::hint::spin_loop();
@@ -73,8 +78,43 @@ impl ProcessHandler for Late {
     }
 }
 
+/// The gaps between long runs, in cycles.
+struct Every {
+    min: u64,
+    max: u64,
+    /// xorshift64 state: no allocation, no lock, fine on the process thread.
+    state: u64,
+}
+
+impl Every {
+    fn parse(text: &str) -> Option<Every> {
+        let (min, max) = match text.split_once('-') {
+            Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+            None => {
+                let n = text.parse().ok()?;
+                (n, n)
+            }
+        };
+        (min > 0 && min <= max).then_some(Every {
+            min,
+            max,
+            state: 0x9e37_79b9_7f4a_7c15,
+        })
+    }
+
+    fn gap(&mut self) -> u64 {
+        if self.min == self.max {
+            return self.min;
+        }
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        self.min + self.state % (self.max - self.min + 1)
+    }
+}
+
 fn usage() -> ! {
-    eprintln!("usage: xrunlab-late-client NAME EVERY BUSY_US [SECONDS]");
+    eprintln!("usage: xrunlab-late-client NAME EVERY|MIN-MAX BUSY_US [SECONDS]");
     std::process::exit(2)
 }
 
@@ -84,11 +124,8 @@ fn main() {
         usage();
     }
     let name = &args[0];
-    let every: u64 = args[1]
-        .parse()
-        .ok()
-        .filter(|n| *n > 0)
-        .unwrap_or_else(|| usage());
+    let mut every = Every::parse(&args[1]).unwrap_or_else(|| usage());
+    let next = every.gap();
     let busy_us: u64 = args[2].parse().unwrap_or_else(|_| usage());
     let seconds: f64 = args
         .get(3)
@@ -110,6 +147,7 @@ fn main() {
         _input: input,
         out,
         every,
+        next,
         busy_ns: busy_us * 1000,
         cycle: 0,
         tid: tid.clone(),
