@@ -37,8 +37,23 @@ mod watch_view;
 use clap::Parser;
 pub use failure::Failure;
 
+/// For the commands that only print a report (and so are piped into `head` or `less`): a reader
+/// that goes away ends the process quietly, as it ends `grep`, instead of a panic on the next
+/// print. The long runs (run, watch, record, the dashboard) keep Rust's default (the signal
+/// ignored): their results are written on the way out whatever happened to their stdout.
+fn end_quietly_on_a_closed_pipe(command: Option<&cli::Command>) {
+    use cli::Command as C;
+    if let Some(C::History(_) | C::Compare(_) | C::Doctor(_) | C::Man(_) | C::Completions(_)) =
+        command
+    {
+        // SAFETY: restores the default action of one signal before any thread is started.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
+    end_quietly_on_a_closed_pipe(cli.command.as_ref());
     let outcome = match &cli.command {
         Some(cli::Command::Run(args)) => run_cmd::run(args),
         Some(cli::Command::Render(args)) => run_cmd::render(args),

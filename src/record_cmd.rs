@@ -136,6 +136,9 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
     let mut delays = Vec::new();
     let mut reported = Instant::now();
     let mut nodes: BTreeSet<String> = BTreeSet::new();
+    // The nodes the first report finds were there before the recorder: the baseline, not drift.
+    // (After a server restart, the nodes that come back with it are filed as appeared.)
+    let mut baseline = true;
     let mut graph = None;
     let mut xruns = 0u64;
     // Why and since when the recorder is ending: it reads on for one batch first, so that what
@@ -253,6 +256,9 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
                 wake_delays_ns: std::mem::take(&mut delays),
             });
             let now: BTreeSet<String> = w.names().values().map(|(n, _)| n.clone()).collect();
+            if std::mem::take(&mut baseline) {
+                nodes.clone_from(&now);
+            }
             for (name, added) in now
                 .difference(&nodes)
                 .map(|n| (n, true))

@@ -222,3 +222,60 @@ fn bench_record_refuses_a_phase_too_short_to_count() {
         &["--duration 3s", "4s or more"],
     );
 }
+
+#[test]
+fn history_piped_into_a_reader_that_stops_early_ends_quietly() {
+    // `xrunlab history | head`: more lines than a pipe holds, and a reader that reads one line
+    // and goes away. The process ends on SIGPIPE like any Unix filter, with nothing on stderr
+    // (it used to panic with "failed printing to stdout").
+    let db = scratch("history-pipe").join("history.db");
+    let h = History::open_writer(&db).unwrap();
+    let now = unix_ns(std::time::SystemTime::now());
+    let s = h.begin_session(now - 60 * MIN, "jack", "0.1.0").unwrap();
+    h.begin().unwrap();
+    for i in 0..2000 {
+        h.insert_xrun(
+            Some(s),
+            &XrunEntry {
+                time_ns: now - MIN + i,
+                server: "jack".into(),
+                node: Some("synth".into()),
+                kind: "node_ran_long".into(),
+                root: "node".into(),
+                culprit: Some("synth".into()),
+                summary: format!("\"synth\" ran long, xrun {i} of a long list"),
+                card: serde_json::json!({}),
+            },
+        )
+        .unwrap();
+    }
+    h.commit().unwrap();
+    drop(h);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_xrunlab"))
+        .args(["history", "--limit", "2000", "--db"])
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains("2000 xruns"), "{first}");
+    // The reader is gone (the BufReader and the pipe's end were dropped).
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&out.status),
+        Some(libc::SIGPIPE),
+        "{:?}",
+        out.status
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
