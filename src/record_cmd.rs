@@ -158,8 +158,10 @@ pub fn record(args: &RecordArgs) -> Result<(), Failure> {
             }
         }
         let Some(w) = watcher.as_mut() else {
-            if tried.elapsed() < RECONNECT_EVERY {
-                std::thread::sleep(Duration::from_millis(50));
+            if let Some(left) = RECONNECT_EVERY.checked_sub(tried.elapsed()) {
+                // Until the next try, waking only to see a stop signal: a recorder left waiting
+                // for a server for weeks costs next to nothing.
+                std::thread::sleep(left.min(Duration::from_millis(250)));
                 continue;
             }
             tried = Instant::now();
