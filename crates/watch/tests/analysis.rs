@@ -859,17 +859,37 @@ fn lateness_passed_down_a_chain_is_blamed_on_the_node_upstream_that_ran_long() {
     );
 }
 
-#[test]
-fn a_driver_that_started_a_cycle_late_behind_a_hog_is_the_root_and_the_card_names_the_hog() {
+/// A driver due at `due` that started its cycle 7 ms later, at `start`: a whole period lost,
+/// every node in time. The detector (after 20 normal cycles), its xruns, `due` and `start`.
+fn driver_7ms_late() -> (Detector, Vec<xrunlab_watch::Xrun>, u64, u64) {
     let mut d = Detector::new();
     for seq in 0..20 {
         d.cycle(&normal(seq));
     }
-    // The driver was due at `due` and started 7 ms later: a whole period lost, every node in time.
     let mut late = normal(20);
     let due = late.driver.signal_ns - 7_000 * US;
     late.expected_start_ns = Some(due);
     let x = d.cycle(&late);
+    (d, x, due, late.driver.signal_ns)
+}
+
+/// The card of `x` over `events`: a complete window from 20 ms before `due` to 30 ms after the
+/// driver's `start`, with the driver's thread known.
+fn driver_card(x: &xrunlab_watch::Xrun, due: u64, start: u64, events: Vec<TraceEvent>) -> Card {
+    let window = Window {
+        t0_ns: due - 20_000 * US,
+        t1_ns: start + 30_000 * US,
+        events,
+        lost_events: 0,
+        complete: true,
+        ..Default::default()
+    };
+    card(x, None, None, Kernel::Window(&window, &Hogs), &DriverThread)
+}
+
+#[test]
+fn a_driver_that_started_a_cycle_late_behind_a_hog_is_the_root_and_the_card_names_the_hog() {
+    let (d, x, due, start) = driver_7ms_late();
     assert_eq!(x.len(), 1, "{x:?}");
     assert_eq!(x[0].evidence, Evidence::DriverLate);
     // The driver's thread was woken on time, then waited behind a SCHED_FIFO 90 hog on CPU 1.
@@ -882,27 +902,13 @@ fn a_driver_that_started_a_cycle_late_behind_a_hog_is_the_root_and_the_card_name
         ),
         waking(due + 5 * US, 1, 50, true),
         switch(
-            late.driver.signal_ns - 10 * US,
+            start - 10 * US,
             1,
             ("hog", 999, 9, 0),
             ("data-loop.0", 50, 11),
         ),
     ];
-    let window = Window {
-        t0_ns: due - 20_000 * US,
-        t1_ns: late.driver.signal_ns + 30_000 * US,
-        events,
-        lost_events: 0,
-        complete: true,
-        ..Default::default()
-    };
-    let c = card(
-        &x[0],
-        None,
-        None,
-        Kernel::Window(&window, &Hogs),
-        &DriverThread,
-    );
+    let c = driver_card(&x[0], due, start, events);
     assert_eq!(c.kind, Kind::DriverWokeLate, "{c:?}");
     let root = c.root.as_ref().expect("the driver's account");
     let culprit = root
@@ -933,16 +939,9 @@ fn a_driver_that_started_a_cycle_late_behind_a_hog_is_the_root_and_the_card_name
 
 #[test]
 fn a_driver_woken_late_by_a_timer_with_nothing_in_its_way_is_a_late_interrupt() {
-    let mut d = Detector::new();
-    for seq in 0..20 {
-        d.cycle(&normal(seq));
-    }
-    let mut late = normal(20);
-    let due = late.driver.signal_ns - 7_000 * US;
-    late.expected_start_ns = Some(due);
-    let x = d.cycle(&late);
+    let (_, x, due, start) = driver_7ms_late();
     // Asleep until a timer interrupt woke it 7 ms late on an idle CPU 1.
-    let woke = late.driver.signal_ns - 20 * US;
+    let woke = start - 20 * US;
     let events = vec![
         switch(
             due - 1_000 * US,
@@ -968,21 +967,7 @@ fn a_driver_woken_late_by_a_timer_with_nothing_in_its_way_is_a_late_interrupt() 
             ("data-loop.0", 50, 11),
         ),
     ];
-    let window = Window {
-        t0_ns: due - 20_000 * US,
-        t1_ns: late.driver.signal_ns + 30_000 * US,
-        events,
-        lost_events: 0,
-        complete: true,
-        ..Default::default()
-    };
-    let c = card(
-        &x[0],
-        None,
-        None,
-        Kernel::Window(&window, &Hogs),
-        &DriverThread,
-    );
+    let c = driver_card(&x[0], due, start, events);
     assert_eq!(c.kind, Kind::InterruptLate, "{c:?}");
     let woken = c
         .root
@@ -1003,14 +988,7 @@ fn a_driver_woken_late_by_a_timer_with_nothing_in_its_way_is_a_late_interrupt() 
 /// the window. The hog's switch out to the driver, and the tick seen while it ran, remain.
 #[test]
 fn a_driver_whose_wake_up_the_trace_lacks_is_named_behind_the_task_that_held_its_cpu() {
-    let mut d = Detector::new();
-    for seq in 0..20 {
-        d.cycle(&normal(seq));
-    }
-    let mut late = normal(20);
-    let due = late.driver.signal_ns - 7_000 * US;
-    late.expected_start_ns = Some(due);
-    let x = d.cycle(&late);
+    let (_, x, due, start) = driver_7ms_late();
     let tick = |ts: u64, entry: bool| TraceEvent {
         ts_ns: ts,
         cpu: 1,
@@ -1032,27 +1010,13 @@ fn a_driver_whose_wake_up_the_trace_lacks_is_named_behind_the_task_that_held_its
         tick(due + 5_000 * US, true),
         tick(due + 5_010 * US, false),
         switch(
-            late.driver.signal_ns - 10 * US,
+            start - 10 * US,
             1,
             ("hog", 999, 9, 1),
             ("data-loop.0", 50, 11),
         ),
     ];
-    let window = Window {
-        t0_ns: due - 20_000 * US,
-        t1_ns: late.driver.signal_ns + 30_000 * US,
-        events,
-        lost_events: 0,
-        complete: true,
-        ..Default::default()
-    };
-    let c = card(
-        &x[0],
-        None,
-        None,
-        Kernel::Window(&window, &Hogs),
-        &DriverThread,
-    );
+    let c = driver_card(&x[0], due, start, events.clone());
     assert_eq!(c.kind, Kind::DriverWokeLate, "{c:?}");
     let root = c.root.as_ref().expect("the driver's account");
     assert!(root.woken.is_none(), "no wake-up is made up: {root:?}");
@@ -1071,18 +1035,12 @@ fn a_driver_whose_wake_up_the_trace_lacks_is_named_behind_the_task_that_held_its
     );
 
     // The same window with the hog's switch-in seen: the hog has the whole span.
-    let mut seen = window.clone();
-    seen.events.insert(
+    let mut seen = events;
+    seen.insert(
         1,
         switch(due - 500 * US, 1, ("swapper/1", 0, 120, 0), ("hog", 999, 9)),
     );
-    let c = card(
-        &x[0],
-        None,
-        None,
-        Kernel::Window(&seen, &Hogs),
-        &DriverThread,
-    );
+    let c = driver_card(&x[0], due, start, seen);
     let culprit = c
         .root
         .as_ref()
