@@ -206,9 +206,11 @@ fn an_injected_stall_is_blamed_on_the_engines_own_render() {
             card["main_culprit"].is_null(),
             "no other task is blamed: {verdict}"
         );
+        // Other notes may follow the stall's on a loaded machine (a fresh-machine run added
+        // "worker 1 did not finish (its part is missing)"); the cause stays the render's.
         assert!(
             verdict.starts_with("late: driver ran ")
-                && verdict.ends_with("; injected stall (8.00 ms)"),
+                && verdict.contains("; injected stall (8.00 ms)"),
             "{verdict}"
         );
         // The driver ran about 8 ms more than its median: the stall, measured by the kernel.
