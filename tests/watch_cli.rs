@@ -1837,14 +1837,15 @@ fn record_over_a_minute_files_every_irregular_stall_and_every_spin_with_its_root
         both.len()
     );
     let cycle = |x: &Value| x["card"]["xrun"]["cycle_start_ns"].as_u64();
-    // Each stall's card: the stalling client ran long (or, carded on the cycle after, it was
-    // still running), or it is the root at the end of the card's path.
+    // Each stall's card: the stalling client ran long, as the late node or as the root at the
+    // end of the card's path. (A card where it woke late names what held it off instead: under
+    // load, `dd` on its CPU.)
     let names_stall = |x: &Value| {
         let root = x["card"]["path"]
             .as_array()
             .and_then(|p| p.last())
             .map_or(node_name(x), |s| s["name"].as_str().unwrap_or(""));
-        x["root"] == "node" && root == "stall"
+        x["root"] == "node" && x["kind"] == "node_ran_long" && root == "stall"
     };
     let stall_card = |t: u64| {
         xruns.iter().find(|x| {
