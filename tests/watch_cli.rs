@@ -1910,7 +1910,8 @@ fn record_over_a_minute_files_every_irregular_stall_and_every_spin_with_its_root
         .filter(|d| d["kind"] == "node_added")
         .collect();
     assert!(appeared.is_empty(), "{appeared:?}");
-    // `history` prints them: one line per xrun on file, the stalls' under the client's name.
+    // `history` prints them: each stall's and each spin's card on its own line, under its id,
+    // with its kind and its cause.
     let text = Command::new(env!("CARGO_BIN_EXE_xrunlab"))
         .args(["history", "--limit", "1000", "--db"])
         .arg(&db)
@@ -1918,21 +1919,29 @@ fn record_over_a_minute_files_every_irregular_stall_and_every_spin_with_its_root
         .expect("xrunlab history runs");
     assert!(text.status.success());
     let text = String::from_utf8_lossy(&text.stdout);
-    let stall_lines = text.lines().filter(|l| l.contains("\"stall\"")).count();
-    assert!(
-        stall_lines >= stalls.len() - missed_stalls.len(),
-        "{stall_lines} lines of `history` name the stalling client, {} stalls filed:\n{text}",
-        stalls.len() - missed_stalls.len()
-    );
-    let hog_lines = text
-        .lines()
-        .filter(|l| l.contains("xrunlab-rt-hog"))
-        .count();
-    assert!(
-        hog_lines >= spins.len() - missed_spins.len(),
-        "{hog_lines} lines of `history` name the hog, {} spins filed:\n{text}",
-        spins.len() - missed_spins.len()
-    );
+    let line_of = |x: &Value| {
+        let id = x["id"].as_i64().expect("an id");
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(&id.to_string()))
+            .unwrap_or_else(|| panic!("xrun {id} is not in `history`:\n{text}"))
+    };
+    for x in stalls.iter().filter_map(|&t| stall_card(t)) {
+        let line = line_of(x);
+        assert!(
+            line.contains("node_ran_long")
+                && line.contains("\"stall\"")
+                && line.contains("ran long"),
+            "{line}"
+        );
+    }
+    for x in spins.iter().filter_map(|&t| spin_card(t)) {
+        let line = line_of(x);
+        assert!(
+            line.contains("driver_woke_late")
+                && line.contains(&format!("behind xrunlab-rt-hog (pid {hog_pid}")),
+            "{line}"
+        );
+    }
 }
 
 #[test]
