@@ -906,11 +906,31 @@ pub fn card(
                     kind = Kind::NodeRanLong;
                 }
             }
-            let why = (kind == Kind::Unexplained).then(|| {
+            let mut why = (kind == Kind::Unexplained).then(|| {
                 "its signal, wait and work were each within its medians, and the driver started \
                  the cycle in time"
                     .to_owned()
             });
+            // A BUSY the server could only bound, which the kernel shows was not spent on the
+            // CPU (and no earlier run explains): it did not run long. Without a late driver to
+            // root it in, nothing on file says what it waited for.
+            if let (Kind::NodeRanLong, true, true, Some(k)) = (
+                kind,
+                busy_at_least,
+                waited_on_something,
+                kernel_account.as_ref(),
+            ) {
+                kind = Kind::Unexplained;
+                why = Some(format!(
+                    "the server reports it still running (BUSY at least {}), but its thread was \
+                     on its CPU for {} of it, asleep {} and waiting for a CPU {}: it waited for \
+                     something the trace does not show",
+                    crate::words::dur(busy.map_or(0.0, us)),
+                    crate::words::dur(k.ran_us),
+                    crate::words::dur(k.blocked_us),
+                    crate::words::dur(k.waited_us),
+                ));
+            }
             (kind, None, why)
         }
     };

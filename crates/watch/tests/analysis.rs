@@ -1674,3 +1674,36 @@ fn a_node_whose_overrun_began_cycles_before_the_record_has_that_run_as_its_accou
         "the hog that held it 160 µs is not the cause of a 10 ms overrun: {k:?}"
     );
 }
+
+#[test]
+fn a_node_the_server_calls_still_running_whose_thread_slept_did_not_run_long() {
+    // PipeWire 0.3.65 during a hog's spin on the driver's CPU: the calm client is reported still
+    // running (BUSY "at least" the cycle), yet its thread ran 29 µs and slept through the rest,
+    // and did not run before it either. Nothing on file says it ran long; with no late driver
+    // found to root it in, the card is unexplained and says what the kernel saw.
+    let signal = start(20) + US;
+    let x = first_xrun(node(7, signal, 20 * US, None, NodeStatus::Awake));
+    let events = vec![
+        switch(
+            signal + 10 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("data-loop.0", 4243, 16),
+        ),
+        switch(
+            signal + 39 * US,
+            0,
+            ("data-loop.0", 4243, 16, 1),
+            ("swapper/0", 0, 120),
+        ),
+    ];
+    let c = node7_card(&x, signal, events);
+    assert_eq!(c.kind, Kind::Unexplained, "{c:?}");
+    let text = words::verdict(&c);
+    assert!(!text.contains("ran long"), "{text}");
+    assert!(
+        text.contains("the server reports it still running")
+            && text.contains("its thread was on its CPU for 29 µs"),
+        "{text}"
+    );
+}
