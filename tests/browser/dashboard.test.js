@@ -343,7 +343,27 @@ test('a number being typed is not overwritten when the status is redrawn', async
 });
 
 test('the input toggle restarts audio with input and the meter shows its level', async () => {
+  // A status read while the change is on its way still says "off": the box the user ticked
+  // stays ticked meanwhile (it unticked itself until the change was in force, and a click could
+  // seem lost; a fresh-machine run failed on it). The page's PUT is held 600 ms, and another
+  // client's change meanwhile makes the page read the status.
+  const sines = (await api('/api/config')).sines;
+  /** @type {() => void} */
+  let sent = () => {};
+  const held = new Promise((resolve) => { sent = () => resolve(undefined); });
+  await page.route('**/api/config', async (route) => {
+    if (route.request().method() !== 'PUT') return route.fallback();
+    await new Promise((r) => setTimeout(r, 600));
+    await route.continue();
+    sent();
+  });
   await page.check('[id="c-input"]');
+  await put('/api/config', { sines: sines + 1 });
+  await page.waitForTimeout(300);
+  assert.equal(await page.isChecked('[id="c-input"]'), true, 'the ticked box stays ticked while the change is applied');
+  await held;
+  await page.unroute('**/api/config');
+  await put('/api/config', { sines });
   await page.waitForFunction(() => /dBFS/.test(document.getElementById('input-level')?.textContent ?? ''), null, { timeout: 5000 });
   const level = await page.textContent('#input-level');
   // The simulated device's input is a -12 dBFS tone.

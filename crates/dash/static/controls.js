@@ -241,6 +241,13 @@ export class Controls {
     /** @type {Map<string, HTMLElement>} */
     this.errors = new Map();
     this.busy = false;
+    /**
+     * Paths whose change is being applied: a status frame that comes before the engine has it
+     * still shows the old value, and must not undo what the user just set (a box they ticked
+     * would untick itself for a moment). The status read after the change updates them.
+     * @type {Set<string>}
+     */
+    this.pending = new Set();
     /** @type {HTMLElement | null} */
     this.meter = null;
     /** @type {HTMLElement | null} */
@@ -309,6 +316,7 @@ export class Controls {
         this.apply(spec.path, Number(num.value));
       });
       this.updaters.push((s) => {
+        if (this.pending.has(spec.path)) return;
         const [min, max] = this.range(spec);
         const [, sliderMax] = this.span(spec);
         slider.min = String(spec.squared ? 0 : min);
@@ -357,7 +365,7 @@ export class Controls {
       label.htmlFor = box.id;
       box.addEventListener('change', () => this.apply(spec.path, box.checked));
       this.updaters.push((s) => {
-        box.checked = Boolean(getPath(s.config, spec.path));
+        if (!this.pending.has(spec.path)) box.checked = Boolean(getPath(s.config, spec.path));
       });
       row.className = 'row check';
       row.append(box, label, err);
@@ -376,6 +384,7 @@ export class Controls {
       num.addEventListener('change', send);
       this.updaters.push((s) => {
         if (s.limits) [num.min, num.max] = s.limits.priority.map(String);
+        if (this.pending.has('rt.priority')) return;
         const p = s.config?.rt.priority ?? null;
         box.checked = p !== null;
         num.disabled = p === null;
@@ -465,6 +474,7 @@ export class Controls {
   async send(path, patch) {
     for (const e of this.errors.values()) e.hidden = true;
     this.root.classList.add('applying');
+    this.pending.add(path);
     try {
       const r = await putConfig(patch);
       this.say(r.restarted ? 'Applied (audio restarted cleanly).' : 'Applied live.', false);
@@ -477,6 +487,7 @@ export class Controls {
       }
       this.say(`Refused: ${body.error}`, true);
     } finally {
+      this.pending.delete(path);
       this.root.classList.remove('applying');
       this.changed();
     }
