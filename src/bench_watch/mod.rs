@@ -414,17 +414,33 @@ fn print_starved(f: &StarvedFigures) {
         "on calm client",
         "lost"
     );
+    // No verdict where the spins could not starve the graph.
+    let judged = |text: String| match f.spins_can_starve() {
+        true => text,
+        false => "-".to_owned(),
+    };
     println!(
         "{:>7.2} {:>6} {:>8} {:>6} {:>16} {:>12} {:>16} {:>5}",
         f.cpu_pct,
         f.spins,
-        share(f.spins_with_card, f.spins),
+        judged(share(f.spins_with_card, f.spins)),
         f.cards,
         f.cards_in_spins,
-        share(f.right_root, f.cards_in_spins),
+        judged(share(f.right_root, f.cards_in_spins)),
         f.on_calm,
         f.lost
     );
+    match f.period_ms {
+        Some(p) if p >= f.spin_ms => println!(
+            "  the graph's period was about {p:.1} ms, no shorter than the {:.0} ms spin: the server's \
+             thread catches up within it, so no xrun is expected and recall and right root are \
+             not judged; run the graph at a shorter period (a quantum of 256 at 48 kHz: \
+             PIPEWIRE_QUANTUM=256/48000 for a client, or jackd -p 256)",
+            f.spin_ms
+        ),
+        Some(p) => println!("  the graph's period: about {p:.2} ms"),
+        None => println!("  the graph ran no cycle while watched: nothing is judged"),
+    }
     if f.kernel_note != "recorded" {
         println!("  kernel events were not recorded: {}", f.kernel_note);
     }
@@ -592,6 +608,7 @@ fn starved_mode(
         cpu_pct: cpu_s / secs * 100.0,
         lost: summary.kernel_events.lost,
         kernel_note: summary.kernel_events.note,
+        period_ms: (summary.summary.cycles > 0).then(|| secs * 1e3 / summary.summary.cycles as f64),
     })
 }
 

@@ -93,6 +93,19 @@ pub struct StarvedFigures {
     pub lost: u64,
     /// "recorded", or why the kernel's events were not.
     pub kernel_note: String,
+    /// The graph's mean period over the watch, ms: the watch's length over its cycles, a little
+    /// long (its start-up counts); `None` when it ran no cycle. A period no shorter than a spin leaves the server's thread time to
+    /// catch up: no xrun is expected, and recall and right root say nothing.
+    #[serde(default)]
+    pub period_ms: Option<f64>,
+}
+
+impl StarvedFigures {
+    /// Whether the spins could make the graph miss a cycle at all: its period was shorter than
+    /// a spin (unknown counts as not).
+    pub fn spins_can_starve(&self) -> bool {
+        self.period_ms.is_some_and(|p| p < self.spin_ms)
+    }
 }
 
 /// `xrunlab bench watch --json`'s file.
@@ -184,6 +197,7 @@ mod tests {
                 cpu_pct: 2.5,
                 lost: 0,
                 kernel_note: "recorded".to_owned(),
+                period_ms: Some(5.33),
             }),
             starved_note: String::new(),
         };
