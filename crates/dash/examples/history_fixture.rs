@@ -160,6 +160,8 @@ fn templates() -> Vec<(Card, Option<&'static str>, &'static str)> {
         woken: None,
         missing: None,
         catching_up: false,
+        waker: None,
+        waker_via: Vec::new(),
     });
     let mut script = card(
         3,

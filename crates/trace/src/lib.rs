@@ -95,4 +95,4 @@ pub use perfetto::{PerfettoOptions, PerfettoSummary, PerfettoWriter, Track};
 pub use procinfo::{NoLookup, ProcLookup, SeenTasks, TaskIdentity, TaskLookup};
 pub use recorder::{now_ns, Cursor, TraceInfo, TraceOptions, TraceStats, Tracer, Window};
 pub use setup::{Roots, TraceUnavailable};
-pub use wake::{first_wake, Wake, WakeSource};
+pub use wake::{first_wake, last_wake, Wake, WakeSource};

@@ -108,11 +108,30 @@ fn open_interrupt(events: &[TraceEvent], at: usize, cpu: u16) -> WakeSource {
 
 /// The first `sched_waking` of thread `tid` in `[from_ns, to_ns]`, with what made it.
 pub fn first_wake(events: &[TraceEvent], tid: i32, from_ns: u64, to_ns: u64) -> Option<Wake> {
-    let (at, e) = events.iter().enumerate().find(|(_, e)| {
-        e.ts_ns >= from_ns
-            && e.ts_ns <= to_ns
-            && matches!(e.kind, EventKind::Wakeup { tid: t, waking: true, .. } if t == tid)
-    })?;
+    let at = events
+        .iter()
+        .position(|e| waking_of(e, tid, from_ns, to_ns))?;
+    wake_at(events, at)
+}
+
+/// The last `sched_waking` of thread `tid` in `[from_ns, to_ns]` (the one that ended its last
+/// sleep there), with what made it.
+pub fn last_wake(events: &[TraceEvent], tid: i32, from_ns: u64, to_ns: u64) -> Option<Wake> {
+    let at = events
+        .iter()
+        .rposition(|e| waking_of(e, tid, from_ns, to_ns))?;
+    wake_at(events, at)
+}
+
+fn waking_of(e: &TraceEvent, tid: i32, from_ns: u64, to_ns: u64) -> bool {
+    e.ts_ns >= from_ns
+        && e.ts_ns <= to_ns
+        && matches!(e.kind, EventKind::Wakeup { tid: t, waking: true, .. } if t == tid)
+}
+
+/// The wake-up at index `at` of `events`, with what made it.
+fn wake_at(events: &[TraceEvent], at: usize) -> Option<Wake> {
+    let e = &events[at];
     let EventKind::Wakeup {
         waker_tid,
         in_interrupt,

@@ -10,8 +10,8 @@ use crate::detect::{Evidence, Xrun};
 use crate::mapping::Mapping;
 use serde::{Deserialize, Serialize};
 use xrunlab_trace::{
-    blame, first_wake, still_runnable, AudioThread, BlameCard, BlameInput, Cause, EventKind,
-    TaskLookup, TraceEvent, Window,
+    blame, first_wake, last_wake, still_runnable, AudioThread, BlameCard, BlameInput, Cause,
+    EventKind, TaskLookup, TraceEvent, Window,
 };
 
 /// What the root of an xrun was: a card's kind, named the same in the cards, the summary's
@@ -126,7 +126,8 @@ pub struct RootAccount {
     pub to_ns: u64,
     /// The kernel's account of the thread over the span.
     pub account: Option<KernelAccount>,
-    /// Its first wake-up in the span, and what made it.
+    /// Its first wake-up in the span, and what made it; when it slept waiting for a thread that
+    /// was held off (`waker`), that thread's wake-up of it.
     pub woken: Option<xrunlab_trace::Wake>,
     /// Why there is no account.
     pub missing: Option<String>,
@@ -134,6 +135,17 @@ pub struct RootAccount {
     /// catching up from that delay (the span then starts that much earlier).
     #[serde(default)]
     pub catching_up: bool,
+    /// The driver slept past its due time until another thread woke it (a client it waited
+    /// for): that thread's account from the driver's due time to the wake-up, when a task or
+    /// interrupts held it off its CPU for much of it, which then is what delayed the driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waker: Option<KernelAccount>,
+    /// When the thread that woke the driver had itself slept waiting for another (a client's
+    /// process thread for its worker), the wake-ups along that chain, each of the thread before
+    /// by the next; the last thread is the one `waker` accounts for. Empty when the driver's
+    /// own waker was held off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waker_via: Vec<xrunlab_trace::Wake>,
 }
 
 /// One xrun's card.
@@ -461,6 +473,9 @@ fn driver_thread(tid: i32, to: u64) -> AudioThread {
 }
 
 /// A share of the span that is worth naming as a cause: at least a tenth of it, and 100 µs.
+/// How many threads back from the driver's waker the chain of wake-ups is followed.
+const WAKER_HOPS: usize = 3;
+
 fn significant(us_taken: f64, span_ns: u64) -> bool {
     us_taken >= 100.0 && us_taken * 1000.0 >= span_ns as f64 * 0.1
 }
@@ -503,6 +518,8 @@ fn driver_root(
         woken: None,
         missing: None,
         catching_up: false,
+        waker: None,
+        waker_via: Vec::new(),
     };
     let timing_kind = match root.finding {
         Finding::DriverLate => Kind::DriverWokeLate,
@@ -579,6 +596,60 @@ fn driver_root(
     } else {
         None
     };
+    // Asleep until another thread woke it (a client it waited for), with nothing on its own
+    // CPU: what held that thread off its CPU meanwhile delayed the driver. The wake-up that
+    // ended its last sleep in the span is the one it waited for. A waker that itself slept
+    // most of the time waited for a thread in turn (a client's process thread for its worker):
+    // the chain is followed back, a few threads at most.
+    if slept && occupied.is_none() {
+        let last = last_wake(&window.events, thread.tid, from, to);
+        let mut hop = last.clone();
+        let mut chain: Vec<i32> = vec![thread.tid];
+        // The wake-ups along the chain after the driver's own, each of the thread before by the
+        // next.
+        let mut via = Vec::new();
+        while let Some((tid, at)) = hop.as_ref().and_then(|w| match &w.source {
+            xrunlab_trace::WakeSource::Task { tid, .. } if !chain.contains(tid) => {
+                Some((*tid, w.ts_ns))
+            }
+            _ => None,
+        }) {
+            if chain.len() > WAKER_HOPS {
+                break;
+            }
+            chain.push(tid);
+            let (waker, _) = account_over(window, lookup, driver_thread(tid, at), from, at);
+            let span_us = us(at.saturating_sub(from));
+            // Held off for most of the wait, and longer than it ran: a client that ran long
+            // (its own fault, even if preempted a little) is not such a waker.
+            let held_us = waker.waited_us + waker.interrupt_us;
+            if waker
+                .main_culprit
+                .as_ref()
+                .is_some_and(|c| c.kind != "idle")
+                && held_us >= span_us * 0.5
+                && held_us > waker.ran_us
+            {
+                out.waker = Some(waker);
+                out.waker_via = via;
+                out.woken = last;
+                break;
+            }
+            if waker.blocked_us < span_us * 0.5 {
+                break;
+            }
+            hop = last_wake(&window.events, tid, from, at);
+            via.extend(hop.clone());
+        }
+    }
+    if let Some(waker) = &out.waker {
+        // What held the waker off is the driver's culprit too: the summary, the recorder's
+        // culprit column and the dashboard name it.
+        let mut acc = acc;
+        acc.main_culprit = waker.main_culprit.clone();
+        out.account = Some(acc);
+        return (Kind::DriverWokeLate, out);
+    }
     let kind = if held_off {
         Kind::DriverWokeLate
     } else if let Some(task) = occupied {
@@ -649,6 +720,8 @@ fn upstream_root(
         woken: None,
         missing: None,
         catching_up: false,
+        waker: None,
+        waker_via: Vec::new(),
     };
     match (kernel, mapping.as_ref().and_then(|m| m.thread.as_ref())) {
         (Kernel::Missing(why), _) => out.missing = Some((*why).to_owned()),

@@ -75,6 +75,24 @@ fn driver_part(card: &Card, root: &Step, r: &RootAccount) -> String {
             .unwrap_or_default()
     };
     match card.kind {
+        // Asleep until a thread it waited for woke it, which was held off meanwhile.
+        Kind::DriverWokeLate if r.waker.is_some() => {
+            let held = r.waker.as_ref().expect("checked");
+            format!(
+                "{who} slept {} past its cycle's start, woken only then by {}, which was held \
+                 off its CPU for {}, {}",
+                ms(r.account.as_ref().map_or(0.0, |k| k.blocked_us)),
+                // The driver's waker, and the threads it slept waiting for in turn.
+                r.woken
+                    .iter()
+                    .chain(&r.waker_via)
+                    .map(|w| printable(&w.source.words()).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", which slept until woken by "),
+                ms(held.waited_us + held.interrupt_us),
+                culprit_words(held).unwrap_or_default()
+            )
+        }
         Kind::DriverWokeLate => match r.account.as_ref().and_then(culprit_words) {
             // Asleep with its wake-up due, while a task held its CPU.
             Some(behind)

@@ -1050,6 +1050,113 @@ fn a_driver_whose_wake_up_the_trace_lacks_is_named_behind_the_task_that_held_its
     assert!((culprit.us - 6_990.0).abs() < 1.0, "{culprit:?}");
 }
 
+/// The driver runs in time on CPU0, signals a client and sleeps until the client wakes it; the
+/// client's thread waits on CPU1 behind a hog for 6.9 ms. What delayed the driver is the hog,
+/// through the client it waited for.
+#[test]
+fn a_driver_that_slept_waiting_for_a_client_held_off_by_a_hog_names_the_hog_through_it() {
+    let (_, x, due, start) = driver_7ms_late();
+    let client_waking = |ts: u64, waker: i32| TraceEvent {
+        ts_ns: ts,
+        cpu: 0,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(b"client"),
+            tid: 60,
+            prio: 30,
+            target_cpu: 1,
+            waking: true,
+            waker_tid: waker,
+            in_interrupt: false,
+        },
+    };
+    let driver_woken_by_client = TraceEvent {
+        ts_ns: due + 6_950 * US,
+        cpu: 1,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(b"data-loop.0"),
+            tid: 50,
+            prio: 11,
+            target_cpu: 0,
+            waking: true,
+            waker_tid: 60,
+            in_interrupt: false,
+        },
+    };
+    let events = vec![
+        switch(due - 500 * US, 1, ("swapper/1", 0, 120, 0), ("hog", 999, 9)),
+        waking(due, 0, 50, true),
+        switch(
+            due + 5 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+        client_waking(due + 20 * US, 50),
+        switch(
+            due + 50 * US,
+            0,
+            ("data-loop.0", 50, 11, 1),
+            ("swapper/0", 0, 120),
+        ),
+        switch(due + 6_900 * US, 1, ("hog", 999, 9, 1), ("client", 60, 30)),
+        driver_woken_by_client,
+        switch(
+            due + 6_960 * US,
+            1,
+            ("client", 60, 30, 1),
+            ("swapper/1", 0, 120),
+        ),
+        switch(
+            due + 6_980 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+    ];
+    let c = driver_card(&x[0], due, start, events.clone());
+    assert_eq!(c.kind, Kind::DriverWokeLate, "{c:?}");
+    let root = c.root.as_ref().expect("the driver's account");
+    let held = root.waker.as_ref().expect("the client's account");
+    let culprit = held.main_culprit.as_ref().expect("a culprit");
+    assert_eq!((culprit.name.as_str(), culprit.pid), ("hog", Some(999)));
+    assert!((held.waited_us - 6_880.0).abs() < 1.0, "{held:?}");
+    // The driver's own culprit is the hog too: the summary and the recorder's culprit name it.
+    let own = root.account.as_ref().and_then(|a| a.main_culprit.as_ref());
+    assert_eq!(own.map(|c| c.pid), Some(Some(999)), "{root:?}");
+    let text = words::verdict(&c);
+    assert!(
+        text.contains("woken only then by thread client (tid 60), which was held off its CPU for 6.88 ms, behind hog (pid 999, SCHED_FIFO 90) on CPU1"),
+        "{text}"
+    );
+
+    // The same client running its 6.9 ms itself (switched in at once, the hog gone): it ran
+    // long, its own doing; the driver's card does not go through it to the hog.
+    let mut ran = events;
+    ran.retain(|e| {
+        !matches!(
+            &e.kind,
+            EventKind::Switch { next_tid: 999, .. } | EventKind::Switch { prev_tid: 999, .. }
+        )
+    });
+    ran.insert(
+        4,
+        switch(
+            due + 60 * US,
+            1,
+            ("swapper/1", 0, 120, 0),
+            ("client", 60, 30),
+        ),
+    );
+    let c = driver_card(&x[0], due, start, ran);
+    let root = c.root.as_ref().expect("the driver's account");
+    assert!(root.waker.is_none(), "{root:?}");
+    assert!(
+        !words::verdict(&c).contains("hog"),
+        "{}",
+        words::verdict(&c)
+    );
+}
+
 #[test]
 fn a_driver_whose_own_processing_ran_long_is_the_root_and_the_card_splits_its_time() {
     let mut d = Detector::new();
@@ -1704,6 +1811,95 @@ fn a_node_the_server_calls_still_running_whose_thread_slept_did_not_run_long() {
     assert!(
         text.contains("the server reports it still running")
             && text.contains("its thread was on its CPU for 29 µs"),
+        "{text}"
+    );
+}
+
+/// A wake-up of `tid` (named `comm`) made by `waker` on `cpu`.
+fn woken_by(ts: u64, cpu: u16, (comm, tid): (&str, i32), waker: i32) -> TraceEvent {
+    TraceEvent {
+        ts_ns: ts,
+        cpu,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(comm.as_bytes()),
+            tid,
+            prio: 30,
+            target_cpu: i32::from(cpu),
+            waking: true,
+            waker_tid: waker,
+            in_interrupt: false,
+        },
+    }
+}
+
+/// The driver sleeps until the client's process thread wakes it; that thread slept waiting for
+/// its worker, which waited on CPU1 behind a hog: the chain is followed back to the hog.
+#[test]
+fn a_driver_that_slept_waiting_for_a_client_whose_worker_a_hog_held_off_names_the_hog() {
+    let (_, x, due, start) = driver_7ms_late();
+    let (client, worker) = (("client", 60), ("worker", 61));
+    let events = vec![
+        switch(due - 500 * US, 1, ("swapper/1", 0, 120, 0), ("hog", 999, 9)),
+        waking(due, 0, 50, true),
+        switch(
+            due + 5 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("data-loop.0", 50, 11),
+        ),
+        woken_by(due + 20 * US, 0, client, 50),
+        switch(
+            due + 50 * US,
+            0,
+            ("data-loop.0", 50, 11, 1),
+            ("client", 60, 30),
+        ),
+        woken_by(due + 60 * US, 0, worker, 60),
+        switch(
+            due + 80 * US,
+            0,
+            ("client", 60, 30, 1),
+            ("swapper/0", 0, 120),
+        ),
+        switch(due + 6_900 * US, 1, ("hog", 999, 9, 1), ("worker", 61, 30)),
+        woken_by(due + 6_930 * US, 1, client, 61),
+        switch(
+            due + 6_935 * US,
+            1,
+            ("worker", 61, 30, 1),
+            ("swapper/1", 0, 120),
+        ),
+        switch(
+            due + 6_936 * US,
+            0,
+            ("swapper/0", 0, 120, 0),
+            ("client", 60, 30),
+        ),
+        woken_by(due + 6_950 * US, 0, ("data-loop.0", 50), 60),
+        switch(
+            due + 6_960 * US,
+            0,
+            ("client", 60, 30, 1),
+            ("data-loop.0", 50, 11),
+        ),
+    ];
+    let c = driver_card(&x[0], due, start, events);
+    assert_eq!(c.kind, Kind::DriverWokeLate, "{c:?}");
+    let root = c.root.as_ref().expect("the driver's account");
+    let held = root.waker.as_ref().expect("the worker's account");
+    assert_eq!(
+        held.main_culprit.as_ref().map(|c| (c.name.as_str(), c.pid)),
+        Some(("hog", Some(999))),
+        "{held:?}"
+    );
+    assert_eq!(root.waker_via.len(), 1, "{root:?}");
+    let text = words::verdict(&c);
+    assert!(
+        text.contains("woken only then by thread client (tid 60), which slept until woken by thread worker (tid 61), which was held off its CPU for"),
+        "{text}"
+    );
+    assert!(
+        text.contains("behind hog (pid 999, SCHED_FIFO 90) on CPU1"),
         "{text}"
     );
 }
