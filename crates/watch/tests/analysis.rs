@@ -1050,38 +1050,35 @@ fn a_driver_whose_wake_up_the_trace_lacks_is_named_behind_the_task_that_held_its
     assert!((culprit.us - 6_990.0).abs() < 1.0, "{culprit:?}");
 }
 
+/// A wake-up of `tid` (named `comm`, at priority `prio`) made by `waker` on `cpu`, for
+/// `target_cpu`.
+fn woken_by(
+    ts: u64,
+    (cpu, target_cpu): (u16, u16),
+    (comm, tid, prio): (&str, i32, i32),
+    waker: i32,
+) -> TraceEvent {
+    TraceEvent {
+        ts_ns: ts,
+        cpu,
+        kind: EventKind::Wakeup {
+            comm: Comm::new(comm.as_bytes()),
+            tid,
+            prio,
+            target_cpu: i32::from(target_cpu),
+            waking: true,
+            waker_tid: waker,
+            in_interrupt: false,
+        },
+    }
+}
+
 /// The driver runs in time on CPU0, signals a client and sleeps until the client wakes it; the
 /// client's thread waits on CPU1 behind a hog for 6.9 ms. What delayed the driver is the hog,
 /// through the client it waited for.
 #[test]
 fn a_driver_that_slept_waiting_for_a_client_held_off_by_a_hog_names_the_hog_through_it() {
     let (_, x, due, start) = driver_7ms_late();
-    let client_waking = |ts: u64, waker: i32| TraceEvent {
-        ts_ns: ts,
-        cpu: 0,
-        kind: EventKind::Wakeup {
-            comm: Comm::new(b"client"),
-            tid: 60,
-            prio: 30,
-            target_cpu: 1,
-            waking: true,
-            waker_tid: waker,
-            in_interrupt: false,
-        },
-    };
-    let driver_woken_by_client = TraceEvent {
-        ts_ns: due + 6_950 * US,
-        cpu: 1,
-        kind: EventKind::Wakeup {
-            comm: Comm::new(b"data-loop.0"),
-            tid: 50,
-            prio: 11,
-            target_cpu: 0,
-            waking: true,
-            waker_tid: 60,
-            in_interrupt: false,
-        },
-    };
     let events = vec![
         switch(due - 500 * US, 1, ("swapper/1", 0, 120, 0), ("hog", 999, 9)),
         waking(due, 0, 50, true),
@@ -1091,7 +1088,7 @@ fn a_driver_that_slept_waiting_for_a_client_held_off_by_a_hog_names_the_hog_thro
             ("swapper/0", 0, 120, 0),
             ("data-loop.0", 50, 11),
         ),
-        client_waking(due + 20 * US, 50),
+        woken_by(due + 20 * US, (0, 1), ("client", 60, 30), 50),
         switch(
             due + 50 * US,
             0,
@@ -1099,7 +1096,7 @@ fn a_driver_that_slept_waiting_for_a_client_held_off_by_a_hog_names_the_hog_thro
             ("swapper/0", 0, 120),
         ),
         switch(due + 6_900 * US, 1, ("hog", 999, 9, 1), ("client", 60, 30)),
-        driver_woken_by_client,
+        woken_by(due + 6_950 * US, (1, 0), ("data-loop.0", 50, 11), 60),
         switch(
             due + 6_960 * US,
             1,
@@ -1815,29 +1812,12 @@ fn a_node_the_server_calls_still_running_whose_thread_slept_did_not_run_long() {
     );
 }
 
-/// A wake-up of `tid` (named `comm`) made by `waker` on `cpu`.
-fn woken_by(ts: u64, cpu: u16, (comm, tid): (&str, i32), waker: i32) -> TraceEvent {
-    TraceEvent {
-        ts_ns: ts,
-        cpu,
-        kind: EventKind::Wakeup {
-            comm: Comm::new(comm.as_bytes()),
-            tid,
-            prio: 30,
-            target_cpu: i32::from(cpu),
-            waking: true,
-            waker_tid: waker,
-            in_interrupt: false,
-        },
-    }
-}
-
 /// The driver sleeps until the client's process thread wakes it; that thread slept waiting for
 /// its worker, which waited on CPU1 behind a hog: the chain is followed back to the hog.
 #[test]
 fn a_driver_that_slept_waiting_for_a_client_whose_worker_a_hog_held_off_names_the_hog() {
     let (_, x, due, start) = driver_7ms_late();
-    let (client, worker) = (("client", 60), ("worker", 61));
+    let (client, worker) = (("client", 60, 30), ("worker", 61, 30));
     let events = vec![
         switch(due - 500 * US, 1, ("swapper/1", 0, 120, 0), ("hog", 999, 9)),
         waking(due, 0, 50, true),
@@ -1847,14 +1827,14 @@ fn a_driver_that_slept_waiting_for_a_client_whose_worker_a_hog_held_off_names_th
             ("swapper/0", 0, 120, 0),
             ("data-loop.0", 50, 11),
         ),
-        woken_by(due + 20 * US, 0, client, 50),
+        woken_by(due + 20 * US, (0, 0), client, 50),
         switch(
             due + 50 * US,
             0,
             ("data-loop.0", 50, 11, 1),
             ("client", 60, 30),
         ),
-        woken_by(due + 60 * US, 0, worker, 60),
+        woken_by(due + 60 * US, (0, 0), worker, 60),
         switch(
             due + 80 * US,
             0,
@@ -1862,7 +1842,7 @@ fn a_driver_that_slept_waiting_for_a_client_whose_worker_a_hog_held_off_names_th
             ("swapper/0", 0, 120),
         ),
         switch(due + 6_900 * US, 1, ("hog", 999, 9, 1), ("worker", 61, 30)),
-        woken_by(due + 6_930 * US, 1, client, 61),
+        woken_by(due + 6_930 * US, (1, 1), client, 61),
         switch(
             due + 6_935 * US,
             1,
@@ -1875,7 +1855,7 @@ fn a_driver_that_slept_waiting_for_a_client_whose_worker_a_hog_held_off_names_th
             ("swapper/0", 0, 120, 0),
             ("client", 60, 30),
         ),
-        woken_by(due + 6_950 * US, 0, ("data-loop.0", 50), 60),
+        woken_by(due + 6_950 * US, (0, 0), ("data-loop.0", 50, 30), 60),
         switch(
             due + 6_960 * US,
             0,
