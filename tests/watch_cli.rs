@@ -1354,6 +1354,25 @@ fn fifo_threads(pid: i32) -> Vec<i32> {
     found.into_iter().map(|(_, t)| t).collect()
 }
 
+/// Pins every thread of the server `pid` to CPU0, then its first SCHED_FIFO thread (the one the
+/// hog is to starve) to CPU1; `who` names the server in the failure.
+fn pin_server_thread_to_cpu1(pid: i32, who: &str) {
+    pin_process(pid, 0);
+    let rt = fifo_threads(pid);
+    assert!(!rt.is_empty(), "{who} has no SCHED_FIFO thread");
+    pin(rt[0], 1);
+}
+
+/// Whether history row `x` is the card of the driver's late start for the hog's spin at `t`:
+/// from the cycle due just before the spin (a spin that began 37 µs after the driver's due
+/// time was carded on the cycle 5.37 ms before it) to the cycles it delayed.
+fn carded_spin(x: &Value, t: u64) -> bool {
+    x["kind"] == "driver_woke_late"
+        && x["card"]["xrun"]["cycle_start_ns"]
+            .as_u64()
+            .is_some_and(|c| c + PERIOD_NS + 1_000_000 >= t && c <= t + 15_000_000 + 2 * PERIOD_NS)
+}
+
 /// An RT hog (SCHED_FIFO 95) spinning `spin_us` every `every_ms` on CPU 1, for `seconds`; the
 /// CLOCK_MONOTONIC start of each spin as it comes, and its pid.
 fn start_hog(spin_us: u64, every_ms: u64, seconds: u64) -> (Reaped, i32, mpsc::Receiver<u64>) {
@@ -1456,14 +1475,7 @@ fn on_pipewire_an_rt_hog_that_starves_the_servers_own_thread_is_named_as_the_dri
         });
         // The server's SCHED_FIFO thread (0.3.65's `pipewire`, 1.x's `data-loop.0`) on CPU 1,
         // where the hog spins; everything else of the server on CPU 0.
-        pin_process(pw.pid(), 0);
-        let rt = fifo_threads(pw.pid());
-        assert!(
-            !rt.is_empty(),
-            "the server has no SCHED_FIFO thread ({})",
-            build.label()
-        );
-        pin(rt[0], 1);
+        pin_server_thread_to_cpu1(pw.pid(), &format!("the server ({})", build.label()));
         let (_hog, hog_pid, spins) = start_hog(15_000, 700, 12);
         let dir = scratch(&format!("pw-starved-{}", build.label()));
         let (out, records, summary) = watch(
@@ -1512,10 +1524,7 @@ fn on_jack_an_rt_hog_that_starves_the_servers_own_thread_is_named_as_the_drivers
             .env("JACK_DEFAULT_SERVER", server.name());
         c
     });
-    pin_process(server.pid(), 0);
-    let rt = fifo_threads(server.pid());
-    assert!(!rt.is_empty(), "jackd has no SCHED_FIFO thread");
-    pin(rt[0], 1);
+    pin_server_thread_to_cpu1(server.pid(), "jackd");
     let (_hog, hog_pid, spins) = start_hog(15_000, 700, 12);
     let dir = scratch("jack-starved");
     let (out, records, _) = watch(
@@ -1668,10 +1677,7 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
             c.args(["calm", "1000000", "0", "30"]);
             c
         });
-        pin_process(pw.pid(), 0);
-        let rt = fifo_threads(pw.pid());
-        assert!(!rt.is_empty(), "the server has no SCHED_FIFO thread");
-        pin(rt[0], 1);
+        pin_server_thread_to_cpu1(pw.pid(), "the server");
         let (_hog, hog_pid, spins) = start_hog(15_000, 700, 14);
         let dir = scratch(&format!("record-{}", build.label()));
         let db = dir.join("history.db");
@@ -1729,18 +1735,7 @@ fn record_keeps_every_xrun_of_a_starved_server_with_its_root_and_survives_kill_9
                 || (second_from + settle..second_to - tail).contains(&t)
         };
         let spins: Vec<u64> = spins.try_iter().filter(|&t| inside(t)).collect();
-        let card_of = |t: u64| {
-            xruns.iter().find(|x| {
-                x["kind"] == "driver_woke_late"
-                    && x["card"]["xrun"]["cycle_start_ns"]
-                        .as_u64()
-                        // From the cycle due just before the spin (a spin that began 37 µs after
-                        // the driver's due time was carded on the cycle 5.37 ms before it).
-                        .is_some_and(|c| {
-                            c + PERIOD_NS + 1_000_000 >= t && c <= t + 15_000_000 + 2 * PERIOD_NS
-                        })
-            })
-        };
+        let card_of = |t: u64| xruns.iter().find(|x| carded_spin(x, t));
         let missed: Vec<u64> = spins
             .iter()
             .copied()
@@ -1792,10 +1787,7 @@ fn record_over_a_minute_files_every_irregular_stall_and_every_spin_with_its_root
         c.args(["stall", "60-200", "8000", "75"]);
         c
     });
-    pin_process(pw.pid(), 0);
-    let rt = fifo_threads(pw.pid());
-    assert!(!rt.is_empty(), "the server has no SCHED_FIFO thread");
-    pin(rt[0], 1);
+    pin_server_thread_to_cpu1(pw.pid(), "the server");
     pin(stall.tid, 0);
     let (_hog, hog_pid, spins) = start_hog(15_000, 700, 66);
     let dir = scratch("record-minute");
@@ -1871,10 +1863,7 @@ fn record_over_a_minute_files_every_irregular_stall_and_every_spin_with_its_root
     // Each spin's card: the driver woke late, behind the hog.
     let spin_card = |t: u64| {
         xruns.iter().find(|x| {
-            x["kind"] == "driver_woke_late"
-                && cycle(x).is_some_and(|c| {
-                    c + PERIOD_NS + 1_000_000 >= t && c <= t + 15_000_000 + 2 * PERIOD_NS
-                })
+            carded_spin(x, t)
                 && x["card"]["root"]["account"]["main_culprit"]["pid"].as_i64()
                     == Some(i64::from(hog_pid))
         })
