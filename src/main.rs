@@ -40,7 +40,9 @@ pub use failure::Failure;
 /// For the commands that only print a report (and so are piped into `head` or `less`): a reader
 /// that goes away ends the process quietly, as it ends `grep`, instead of a panic on the next
 /// print. The long runs (run, watch, record, the dashboard) keep Rust's default (the signal
-/// ignored): their results are written on the way out whatever happened to their stdout.
+/// ignored), so that a closed pipe is never a signal that kills them between writing their
+/// results; a print to a closed stdout still fails there (left: their prints do not yet stop
+/// quietly on EPIPE).
 fn end_quietly_on_a_closed_pipe(command: Option<&cli::Command>) {
     use cli::Command as C;
     if let Some(C::History(_) | C::Compare(_) | C::Doctor(_) | C::Man(_) | C::Completions(_)) =

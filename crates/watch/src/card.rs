@@ -472,10 +472,10 @@ fn driver_thread(tid: i32, to: u64) -> AudioThread {
     }
 }
 
-/// A share of the span that is worth naming as a cause: at least a tenth of it, and 100 µs.
 /// How many threads back from the driver's waker the chain of wake-ups is followed.
 const WAKER_HOPS: usize = 3;
 
+/// A share of the span that is worth naming as a cause: at least a tenth of it, and 100 µs.
 fn significant(us_taken: f64, span_ns: u64) -> bool {
     us_taken >= 100.0 && us_taken * 1000.0 >= span_ns as f64 * 0.1
 }
